@@ -1,0 +1,74 @@
+"""create_app(settings): the FastAPI gateway. The lifespan builds the engine, Redis client,
+embedder and the NamespaceAPI facade that every router calls."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from memvault import __version__
+from memvault.api import NamespaceAPI
+from memvault.config import Settings
+from memvault.db.session import Database
+from memvault.db.urls import DatabaseUrls
+from memvault.embeddings import Embedder, build_embedder
+from memvault.gateway import problems
+from memvault.gateway.middleware import BodyLimitMiddleware, RequestIdMiddleware
+from memvault.keys.router import router as keys_router
+from memvault.memories.router import router as memories_router
+from memvault.namespaces.router import router as namespaces_router
+from memvault.runtime import database_urls
+from memvault.status.router import router as status_router
+
+log = logging.getLogger(__name__)
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    urls: DatabaseUrls | None = None,
+    embedder: Embedder | None = None,
+) -> FastAPI:
+    """Build the app. ``urls`` and ``embedder`` default to what settings name; tests pass shared ones."""
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = Database(urls or database_urls(settings), pool_size=settings.db_pool_size)
+        emb = embedder or build_embedder(settings)
+        load = getattr(emb, "load", None)
+        if load is not None:
+            await asyncio.to_thread(load)
+        redis: Any = None
+        if settings.redis_url:
+            from redis.asyncio import Redis
+
+            redis = Redis.from_url(settings.redis_url)
+        app.state.api = NamespaceAPI(db, emb, settings, redis=redis)
+        app.state.settings = settings
+        try:
+            yield
+        finally:
+            if redis is not None:
+                await redis.aclose()
+            if embedder is None:
+                await emb.aclose()
+            await db.dispose()
+
+    app = FastAPI(
+        title="memvault",
+        version=__version__,
+        summary="Long-term memory for AI agents: store what they learn, recall it by meaning, words and time.",
+        lifespan=lifespan,
+    )
+    problems.install(app)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestIdMiddleware)
+    for router in (status_router, namespaces_router, memories_router, keys_router):
+        app.include_router(router)
+    return app

@@ -1,0 +1,260 @@
+"""The `memvault` command: serve, worker, migrate, admin."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from memvault import __version__
+from memvault.config import Settings
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {}
+    for name in ("host", "port", "data_dir"):
+        value = getattr(args, name, None)
+        if value is not None:
+            overrides[name] = value
+    return Settings(**overrides)
+
+
+def _logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from memvault.app import create_app
+    from memvault.db.session import Database
+    from memvault.runtime import bootstrap, prepare_database
+
+    settings = _settings(args)
+    _logging(settings)
+    urls = prepare_database(settings)
+
+    async def first_start() -> Any:
+        db = Database(urls, pool_size=1)
+        try:
+            return await bootstrap(db, settings)
+        finally:
+            await db.dispose()
+
+    created = asyncio.run(first_start())
+    base = settings.resolved_public_url()
+    where = f"embedded PostgreSQL in {settings.data_dir.resolve()}" if urls.embedded else "MEMVAULT_DATABASE_URL"
+    lines = [
+        f"memvault {__version__} on {where}",
+        f"  REST API   {base}/v1",
+        f"  API docs   {base}/docs",
+        f"  Status     {base}/v1/status",
+    ]
+    if created is not None:
+        lines += [
+            "",
+            f"First start: created tenant '{created.name}' with namespace '{created.namespace}'.",
+            "Admin API key (shown once; store it now):",
+            f"  {created.api_key}",
+        ]
+    print("\n".join(lines), flush=True)
+    app = create_app(settings, urls=urls)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), proxy_headers=True)
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from memvault.db import migrate
+    from memvault.runtime import prepare_database
+
+    settings = _settings(args)
+    _logging(settings)
+    urls = prepare_database(settings)
+    print(f"database at revision {migrate.current_revision(urls.owner)}")
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    _logging(settings)
+    if not settings.redis_url:
+        print(
+            "memvault worker needs MEMVAULT_REDIS_URL; without Redis, jobs run inside `memvault serve`.",
+            file=sys.stderr,
+        )
+        return 2
+    from redis import Redis
+    from rq import Queue, Worker
+
+    from memvault.jobs import QUEUES
+
+    conn = Redis.from_url(settings.redis_url)
+    queues = [Queue(name, connection=conn) for name in (args.queues or QUEUES)]
+    Worker(queues, connection=conn).work(with_scheduler=True)
+    return 0
+
+
+# ---- admin --------------------------------------------------------------------------------
+
+
+def _run_admin(args: argparse.Namespace, fn: Callable[[Any, Any], Awaitable[Any]]) -> int:
+    from memvault.api import NamespaceAPI
+    from memvault.db.session import Database
+    from memvault.embeddings import build_embedder
+    from memvault.errors import MemvaultError
+    from memvault.runtime import prepare_database
+
+    settings = _settings(args)
+    _logging(settings)
+    urls = prepare_database(settings)
+
+    async def run() -> Any:
+        db = Database(urls, pool_size=1)
+        try:
+            # The embedder loads lazily and admin commands never embed, so this costs nothing.
+            return await fn(NamespaceAPI(db, build_embedder(settings), settings), db)
+        finally:
+            await db.dispose()
+
+    try:
+        result = asyncio.run(run())
+    except MemvaultError as exc:
+        print(f"error: {exc.detail} ({exc.code})", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+async def _tenant_principal(db: Any, name: str) -> Any:
+    from memvault.errors import NotFound
+    from memvault.principal import Principal
+    from memvault.tenants import service as tenants_service
+
+    async with db.owner() as s:
+        tenant = await tenants_service.by_name(s, name)
+    if tenant is None:
+        raise NotFound(f"no tenant named '{name}'")
+    return Principal.system(tenant.id, subject="cli")
+
+
+def cmd_admin(args: argparse.Namespace) -> int:
+    from memvault.keys.schemas import KeyIn
+    from memvault.namespaces.schemas import NamespaceIn
+
+    def csv(value: str | None) -> list[str] | None:
+        return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+    if args.admin_cmd == "create-tenant":
+
+        async def fn(api: Any, db: Any) -> Any:
+            t = await api.create_tenant(args.name, namespace=args.namespace)
+            return {
+                "tenant_id": t.id,
+                "name": t.name,
+                "namespace": t.namespace,
+                "key_id": t.key_id,
+                "api_key": t.api_key,
+                "note": "the API key is shown once; store it now",
+            }
+
+    elif args.admin_cmd == "create-key":
+
+        async def fn(api: Any, db: Any) -> Any:
+            p = await _tenant_principal(db, args.tenant)
+            body = KeyIn(
+                name=args.name or "",
+                scopes=csv(args.scopes) or ["read", "write"],
+                namespaces=csv(args.namespaces),
+                default_namespace=args.default_namespace,
+            )
+            return (await api.create_key(p, body)).model_dump(mode="json")
+
+    elif args.admin_cmd == "list-keys":
+
+        async def fn(api: Any, db: Any) -> Any:
+            p = await _tenant_principal(db, args.tenant)
+            return [k.model_dump(mode="json") for k in await api.list_keys(p)]
+
+    elif args.admin_cmd == "revoke-key":
+
+        async def fn(api: Any, db: Any) -> Any:
+            p = await _tenant_principal(db, args.tenant)
+            return (await api.revoke_key(p, uuid.UUID(args.key_id))).model_dump(mode="json")
+
+    elif args.admin_cmd == "create-namespace":
+
+        async def fn(api: Any, db: Any) -> Any:
+            p = await _tenant_principal(db, args.tenant)
+            body = NamespaceIn(name=args.name, description=args.description)
+            return (await api.create_namespace(p, body)).model_dump(mode="json")
+
+    else:  # pragma: no cover - argparse enforces the choices
+        raise SystemExit(2)
+    return _run_admin(args, fn)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memvault", description="Long-term memory for AI agents.")
+    parser.add_argument("--version", action="version", version=f"memvault {__version__}")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+
+    def db_opts(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--data-dir", type=Path, help="embedded database folder (default ./memvault-data)")
+
+    serve = sub.add_parser("serve", help="run the API server (embedded database unless MEMVAULT_DATABASE_URL)")
+    serve.add_argument("--host", help="bind address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8080)")
+    db_opts(serve)
+    serve.set_defaults(func=cmd_serve)
+
+    mig = sub.add_parser("migrate", help="apply database migrations")
+    db_opts(mig)
+    mig.set_defaults(func=cmd_migrate)
+
+    worker = sub.add_parser("worker", help="run background jobs from Redis (needs MEMVAULT_REDIS_URL)")
+    worker.add_argument("--queues", nargs="*", help="queues to listen on (default: all)")
+    worker.set_defaults(func=cmd_worker)
+
+    admin = sub.add_parser("admin", help="tenants, API keys and namespaces")
+    asub = admin.add_subparsers(dest="admin_cmd", required=True)
+    ct = asub.add_parser("create-tenant", help="create a tenant with a namespace and an admin key")
+    ct.add_argument("name")
+    ct.add_argument("--namespace", default="default")
+    ck = asub.add_parser("create-key", help="create an API key")
+    ck.add_argument("--tenant", required=True)
+    ck.add_argument("--name")
+    ck.add_argument("--scopes", help="comma-separated: read,write,admin (default read,write)")
+    ck.add_argument("--namespaces", help="comma-separated allow-list (default: all)")
+    ck.add_argument("--default-namespace")
+    lk = asub.add_parser("list-keys", help="list a tenant's API keys")
+    lk.add_argument("--tenant", required=True)
+    rk = asub.add_parser("revoke-key", help="revoke an API key")
+    rk.add_argument("--tenant", required=True)
+    rk.add_argument("key_id")
+    cn = asub.add_parser("create-namespace", help="create a namespace")
+    cn.add_argument("--tenant", required=True)
+    cn.add_argument("name")
+    cn.add_argument("--description")
+    for p in (ct, ck, lk, rk, cn):
+        db_opts(p)
+    admin.set_defaults(func=cmd_admin)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""Engines and the tenant transaction: the only way request code reaches PostgreSQL."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+
+from memvault.db.urls import DatabaseUrls
+
+log = logging.getLogger(__name__)
+
+AfterCommit = Callable[[], Any]
+
+
+class TenantTx:
+    """An open transaction bound to one tenant, with work to run only once it has committed."""
+
+    def __init__(self, session: AsyncSession, tenant_id: uuid.UUID) -> None:
+        self.session = session
+        self.tenant_id = tenant_id
+        self._after_commit: list[AfterCommit] = []
+
+    def after_commit(self, fn: AfterCommit) -> None:
+        self._after_commit.append(fn)
+
+
+class Database:
+    def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10) -> None:
+        self.urls = urls
+        self.app_engine: AsyncEngine = create_async_engine(
+            urls.app, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+        )
+        if urls.set_role:
+            role = urls.set_role
+
+            @event.listens_for(self.app_engine.sync_engine, "connect")
+            def _become_app_role(dbapi_conn: Any, _record: Any) -> None:
+                with dbapi_conn.cursor() as cur:
+                    cur.execute(f"SET ROLE {role}")
+                dbapi_conn.commit()
+
+        # The owner engine is for tenant administration (creating tenants) only, never requests.
+        self.owner_engine: AsyncEngine = create_async_engine(urls.owner, pool_size=2, max_overflow=2)
+        self._sessions = async_sessionmaker(self.app_engine, expire_on_commit=False)
+        self._owner_sessions = async_sessionmaker(self.owner_engine, expire_on_commit=False)
+
+    @asynccontextmanager
+    async def tenant_tx(self, tenant_id: uuid.UUID) -> AsyncIterator[TenantTx]:
+        """A transaction in which row-level security admits only ``tenant_id``'s rows.
+
+        ``set_config(..., true)`` is transaction-local, so a pooled connection never carries the
+        tenant into the next request. Callbacks registered with ``after_commit`` run only after a
+        successful commit; an exception rolls back and drops them.
+        """
+        async with self._sessions() as session, session.begin():
+            await session.execute(text("SELECT set_config('app.tenant_id', :tid, true)"), {"tid": str(tenant_id)})
+            tx = TenantTx(session, tenant_id)
+            yield tx
+        for fn in tx._after_commit:
+            try:
+                result = fn()
+                if hasattr(result, "__await__"):
+                    await result
+            except Exception:  # the data is committed; a failed follow-up must not turn it into an error
+                log.exception("after-commit callback failed")
+
+    @asynccontextmanager
+    async def unscoped(self) -> AsyncIterator[AsyncSession]:
+        """An app-role session with no tenant: RLS shows it nothing. For the key lookup function."""
+        async with self._sessions() as session, session.begin():
+            yield session
+
+    @asynccontextmanager
+    async def owner(self) -> AsyncIterator[AsyncSession]:
+        """An owner session (bypasses RLS). Tenant creation and operator tooling only."""
+        async with self._owner_sessions() as session, session.begin():
+            yield session
+
+    async def ping(self) -> bool:
+        try:
+            async with self.app_engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+            return True
+        except Exception:
+            log.warning("database ping failed", exc_info=True)
+            return False
+
+    async def dispose(self) -> None:
+        await self.app_engine.dispose()
+        await self.owner_engine.dispose()

@@ -1,0 +1,31 @@
+"""Connection URLs for the two roles: the owner (migrations, admin) and the app role (requests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy.engine import URL, make_url
+
+
+@dataclass(frozen=True)
+class DatabaseUrls:
+    owner: URL
+    app: URL
+    # True when the app URL logs in as the owner and must SET ROLE to the app role on connect.
+    set_role: str | None = None
+    embedded: bool = False
+
+
+def _driver(url: str | URL, driver: str) -> URL:
+    u = make_url(url) if isinstance(url, str) else url
+    return u.set(drivername=f"postgresql+{driver}")
+
+
+def resolve(database_url: str, app_database_url: str | None, app_role: str, *, embedded: bool) -> DatabaseUrls:
+    owner = _driver(database_url, "psycopg")
+    if app_database_url:
+        return DatabaseUrls(owner=owner, app=_driver(app_database_url, "psycopg"), embedded=embedded)
+    if embedded:
+        # The embedded server trusts local socket logins, so the app role logs in as itself.
+        return DatabaseUrls(owner=owner, app=owner.set(username=app_role, password=None), embedded=True)
+    return DatabaseUrls(owner=owner, app=owner, set_role=app_role)

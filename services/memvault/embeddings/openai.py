@@ -1,0 +1,63 @@
+"""Any OpenAI-compatible /embeddings endpoint, over httpx."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import httpx
+
+from memvault.embeddings.base import EmbeddingUnavailable, QueryCache
+
+
+class OpenAIEmbedder:
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str,
+        api_key: str | None,
+        dim: int,
+        batch_size: int = 64,
+        timeout_s: float = 30.0,
+        cache_size: int = 2048,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.model_id = model
+        self.dim = dim
+        self._batch_size = batch_size
+        self._cache = QueryCache(cache_size)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s, transport=transport
+        )
+
+    async def _batch(self, texts: list[str]) -> list[list[float]]:
+        # `dimensions` lets text-embedding-3 models shorten to the schema's width.
+        payload = {"model": self.model_id, "input": texts, "dimensions": self.dim, "encoding_format": "float"}
+        try:
+            resp = await self._client.post("/embeddings", json=payload)
+            resp.raise_for_status()
+            data = sorted(resp.json()["data"], key=lambda d: d["index"])
+            vectors = [list(map(float, d["embedding"])) for d in data]
+        except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
+            raise EmbeddingUnavailable(f"embedding provider failed: {type(exc).__name__}") from exc
+        if len(vectors) != len(texts) or any(len(v) != self.dim for v in vectors):
+            raise EmbeddingUnavailable(f"embedding provider returned vectors of the wrong shape (want {self.dim}-d)")
+        return vectors
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        for i in range(0, len(texts), self._batch_size):
+            out.extend(await self._batch(list(texts[i : i + self._batch_size])))
+        return out
+
+    async def embed_query(self, text: str) -> list[float]:
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
+        vec = (await self._batch([text]))[0]
+        self._cache.put(text, vec)
+        return vec
+
+    async def aclose(self) -> None:
+        await self._client.aclose()

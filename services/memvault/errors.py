@@ -1,0 +1,71 @@
+"""One error tree for every front door: REST renders it as problem JSON, MCP and jobs as messages."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class MemvaultError(Exception):
+    """A failure the caller can act on. `code` is stable and documented in docs/api.md."""
+
+    status: ClassVar[int] = 400
+    code: ClassVar[str] = "bad_request"
+    title: ClassVar[str] = "Bad request"
+
+    def __init__(self, detail: str | None = None, *, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(detail or self.title)
+        self.detail = detail or self.title
+        self.extra = extra or {}
+
+    def problem(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "type": f"https://memvault.dev/errors/{self.code}",
+            "title": self.title,
+            "status": self.status,
+            "detail": self.detail,
+            "code": self.code,
+        }
+        body.update(self.extra)
+        return body
+
+
+class Unauthenticated(MemvaultError):
+    status = 401
+    code = "unauthenticated"
+    title = "Authentication required"
+
+
+class Forbidden(MemvaultError):
+    status = 403
+    code = "forbidden"
+    title = "Not allowed"
+
+
+class NotFound(MemvaultError):
+    status = 404
+    code = "not_found"
+    title = "Not found"
+
+
+class Conflict(MemvaultError):
+    status = 409
+    code = "conflict"
+    title = "Conflict"
+
+
+class PayloadTooLarge(MemvaultError):
+    status = 413
+    code = "payload_too_large"
+    title = "Request body too large"
+
+
+class InvalidInput(MemvaultError):
+    status = 422
+    code = "validation_error"
+    title = "Invalid input"
+
+
+class Unavailable(MemvaultError):
+    status = 503
+    code = "unavailable"
+    title = "Service unavailable"

@@ -1,0 +1,48 @@
+"""FastAPI dependencies: the facade, and the Principal behind the bearer key with its scope checked."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from memvault.api import NamespaceAPI
+from memvault.errors import Unauthenticated
+from memvault.principal import Principal
+
+
+def get_api(request: Request) -> NamespaceAPI:
+    return request.app.state.api
+
+
+class MissingCredentials(Unauthenticated):
+    code = "missing_credentials"
+    title = "Missing credentials"
+
+
+def bearer_token(request: Request) -> str:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise MissingCredentials("Send 'Authorization: Bearer <API key>'.")
+    return token.strip()
+
+
+async def current_principal(request: Request, api: Annotated[NamespaceAPI, Depends(get_api)]) -> Principal:
+    principal = await api.authenticate(bearer_token(request))
+    request.state.principal = principal
+    return principal
+
+
+def _requiring(scope: str):  # type: ignore[no-untyped-def]
+    async def dep(p: Annotated[Principal, Depends(current_principal)]) -> Principal:
+        p.require(scope)
+        return p
+
+    return dep
+
+
+Api = Annotated[NamespaceAPI, Depends(get_api)]
+ReadPrincipal = Annotated[Principal, Depends(_requiring("read"))]
+WritePrincipal = Annotated[Principal, Depends(_requiring("write"))]
+AdminPrincipal = Annotated[Principal, Depends(_requiring("admin"))]

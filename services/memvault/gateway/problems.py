@@ -1,0 +1,103 @@
+"""Every 4xx/5xx leaves as problem JSON (RFC 9457) with a stable `code` and the request id."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from memvault.errors import MemvaultError
+
+log = logging.getLogger(__name__)
+
+PROBLEM = "application/problem+json"
+
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+}
+
+
+def problem_response(request: Request, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+    rid = getattr(request.state, "request_id", None)
+    if rid:
+        body["request_id"] = rid
+    out_headers = dict(headers or {})
+    if body["status"] == 401:
+        out_headers.setdefault("WWW-Authenticate", 'Bearer realm="memvault"')
+    return JSONResponse(body, status_code=body["status"], media_type=PROBLEM, headers=out_headers)
+
+
+def _field(loc: tuple[Any, ...] | list[Any]) -> str:
+    # ("body", "memories", 3, "content") -> "memories[3].content"; drop the location kind.
+    parts = list(loc[1:]) if loc and loc[0] in ("body", "query", "path", "header") else list(loc)
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or str(loc[0] if loc else "")
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(MemvaultError)
+    async def _memvault(request: Request, exc: MemvaultError) -> JSONResponse:
+        return problem_response(request, exc.problem())
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"field": _field(e.get("loc", ())), "message": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
+        first = errors[0] if errors else {"field": "", "message": "invalid input"}
+        return problem_response(
+            request,
+            {
+                "type": "https://memvault.dev/errors/validation_error",
+                "title": "Invalid input",
+                "status": 422,
+                "detail": f"{first['field']}: {first['message']}" if first["field"] else first["message"],
+                "code": "validation_error",
+                "field": first["field"],
+                "errors": errors,
+            },
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        return problem_response(
+            request,
+            {
+                "type": f"https://memvault.dev/errors/{code}",
+                "title": str(exc.detail) if exc.status_code != 404 else "Not found",
+                "status": exc.status_code,
+                "detail": str(exc.detail),
+                "code": code,
+            },
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s %s", request.method, request.url.path)
+        return problem_response(
+            request,
+            {
+                "type": "https://memvault.dev/errors/internal_error",
+                "title": "Internal error",
+                "status": 500,
+                "detail": "Something went wrong on our side; the request id identifies it in our logs.",
+                "code": "internal_error",
+            },
+        )

@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Response
+from pydantic import ValidationError
+
+from memvault.errors import InvalidInput
+from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
+from memvault.memories.schemas import (
+    MemoryBatchIn,
+    MemoryBatchOut,
+    MemoryFilters,
+    MemoryIn,
+    MemoryOut,
+    MemoryPage,
+    MemoryPatch,
+    MemoryState,
+    MemoryType,
+)
+from memvault.namespaces.router import NamespaceName
+from memvault.retrieval.schemas import SearchIn, SearchOut
+
+router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["memories"])
+
+
+@router.post("/memories", status_code=201)
+async def create_memory(ns: NamespaceName, body: MemoryIn, p: WritePrincipal, api: Api) -> MemoryOut:
+    """Store one memory."""
+    return await api.store(p, ns, body)
+
+
+@router.post("/memories/batch", status_code=201)
+async def create_memories(ns: NamespaceName, body: MemoryBatchIn, p: WritePrincipal, api: Api) -> MemoryBatchOut:
+    """Store up to 1,000 memories in one embedding batch and one transaction: all or nothing."""
+    return MemoryBatchOut(memories=await api.store_many(p, ns, body.memories))
+
+
+def _metadata_filter(raw: str | None) -> dict[str, Any] | None:
+    if raw is None:
+        return None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput("metadata must be a JSON object", extra={"field": "metadata"}) from exc
+    if not isinstance(value, dict):
+        raise InvalidInput("metadata must be a JSON object", extra={"field": "metadata"})
+    return value
+
+
+@router.get("/memories")
+async def list_memories(
+    ns: NamespaceName,
+    p: ReadPrincipal,
+    api: Api,
+    type: Annotated[list[MemoryType] | None, Query(description="Repeat to match any of several.")] = None,
+    user_id: Annotated[str | None, Query(max_length=200)] = None,
+    agent_id: Annotated[str | None, Query(max_length=200)] = None,
+    session_id: Annotated[str | None, Query(max_length=200)] = None,
+    state: Annotated[list[MemoryState] | None, Query(description="Default: tentative and stable.")] = None,
+    metadata: Annotated[
+        str | None, Query(description='JSON object; memories whose metadata contains it, e.g. {"project":"x"}.')
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+) -> MemoryPage:
+    """List memories newest first; follow `next_cursor` for more."""
+    try:
+        filters = MemoryFilters(
+            type=type,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            state=state,
+            metadata=_metadata_filter(metadata),
+        )
+    except ValidationError as exc:
+        raise InvalidInput(str(exc.errors()[0]["msg"])) from exc
+    return await api.list_memories(p, ns, filters, limit=limit, cursor=cursor)
+
+
+@router.get("/memories/{memory_id}")
+async def get_memory(ns: NamespaceName, memory_id: uuid.UUID, p: ReadPrincipal, api: Api) -> MemoryOut:
+    return await api.get_memory(p, ns, memory_id)
+
+
+@router.patch("/memories/{memory_id}")
+async def update_memory(
+    ns: NamespaceName, memory_id: uuid.UUID, body: MemoryPatch, p: WritePrincipal, api: Api
+) -> MemoryOut:
+    """Change some fields of a memory; changed content is re-embedded."""
+    return await api.update_memory(p, ns, memory_id, body)
+
+
+@router.delete("/memories/{memory_id}", status_code=204)
+async def delete_memory(ns: NamespaceName, memory_id: uuid.UUID, p: WritePrincipal, api: Api) -> Response:
+    """Delete a memory permanently."""
+    await api.delete_memory(p, ns, memory_id)
+    return Response(status_code=204)
+
+
+@router.post("/search")
+async def search(ns: NamespaceName, body: SearchIn, p: ReadPrincipal, api: Api) -> SearchOut:
+    """Find memories by meaning and by words. Each result carries its fused `score`, its
+    `semantic_relevance` (cosine) and which channels found it."""
+    return await api.search(p, ns, body)

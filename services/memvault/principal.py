@@ -1,0 +1,45 @@
+"""Who a request runs as. Every facade method takes one explicitly; there is no ambient tenant."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Literal
+
+from memvault.errors import Forbidden
+
+Scope = Literal["read", "write", "admin"]
+SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
+
+# A scope implies the ones below it: admin can write, write can read.
+_IMPLIED: dict[str, set[str]] = {"read": {"read"}, "write": {"read", "write"}, "admin": {"read", "write", "admin"}}
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant_id: uuid.UUID
+    scopes: frozenset[str]
+    subject: str
+    # None means every namespace of the tenant.
+    namespaces: frozenset[str] | None = None
+    default_namespace: str | None = None
+    key_id: uuid.UUID | None = field(default=None, compare=False)
+
+    @classmethod
+    def system(cls, tenant_id: uuid.UUID, subject: str = "system") -> Principal:
+        """For jobs and the CLI: full rights inside one tenant, never across tenants."""
+        return cls(tenant_id=tenant_id, scopes=frozenset(SCOPES), subject=subject)
+
+    def has(self, scope: str) -> bool:
+        return any(scope in _IMPLIED[s] for s in self.scopes if s in _IMPLIED)
+
+    def can_access(self, namespace: str) -> bool:
+        return self.namespaces is None or namespace in self.namespaces
+
+    def require(self, scope: str, namespace: str | None = None) -> None:
+        if not self.has(scope):
+            raise Forbidden(f"This key lacks the '{scope}' scope.", extra={"required_scope": scope})
+        if namespace is not None and not self.can_access(namespace):
+            # Same answer as a namespace that does not exist would be a lie to an allowed key holder;
+            # a limited key is told plainly that it is limited.
+            raise Forbidden(f"This key is not allowed to use namespace '{namespace}'.")

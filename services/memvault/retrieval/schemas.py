@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memvault.memories.schemas import MemoryFilters, MemoryOut
+
+
+class SearchIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=4000)
+    limit: int = Field(default=10, ge=1, le=100)
+    filters: MemoryFilters | None = None
+    min_score: float | None = Field(
+        default=None, ge=-1, le=1, description="Drop results whose semantic_relevance (cosine) is below this."
+    )
+
+
+class Signals(BaseModel):
+    dense_rank: int | None = Field(description="Rank among vector candidates; null if not a vector candidate.")
+    lexical_rank: int | None = Field(description="Rank among full-text candidates; null if no word matched.")
+    lexical_score: float | None
+
+
+class SearchResult(BaseModel):
+    score: float = Field(description="Fused score, 1.0 = ranked first by every channel.")
+    semantic_relevance: float | None = Field(description="Cosine similarity of query and memory.")
+    signals: Signals
+    memory: MemoryOut
+
+
+class SearchMetrics(BaseModel):
+    timings_ms: dict[str, float]
+    matched_by: dict[str, int] = Field(description="How many results each channel found.")
+    backend_failures: list[str]
+    min_score_applied: bool
+
+
+class SearchOut(BaseModel):
+    results: list[SearchResult]
+    metrics: SearchMetrics

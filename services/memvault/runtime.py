@@ -1,0 +1,38 @@
+"""Start-up steps shared by `memvault serve`, the CLI and the tests: find or start the database,
+migrate it, and on an empty database create the first tenant."""
+
+from __future__ import annotations
+
+import logging
+
+from memvault.config import Settings
+from memvault.db import migrate
+from memvault.db.session import Database
+from memvault.db.urls import DatabaseUrls, resolve
+from memvault.tenants import service as tenants_service
+
+log = logging.getLogger(__name__)
+
+
+def database_urls(settings: Settings) -> DatabaseUrls:
+    """The configured server, or the embedded one in ``settings.data_dir`` (started if needed)."""
+    if settings.database_url:
+        return resolve(settings.database_url, settings.app_database_url, settings.app_role, embedded=False)
+    from memvault.db.embedded import start_embedded
+
+    uri = start_embedded(settings.data_dir)
+    return resolve(uri, None, settings.app_role, embedded=True)
+
+
+def prepare_database(settings: Settings) -> DatabaseUrls:
+    urls = database_urls(settings)
+    migrate.upgrade(urls.owner, settings.app_role, allow_login=urls.embedded)
+    return urls
+
+
+async def bootstrap(db: Database, settings: Settings) -> tenants_service.NewTenant | None:
+    """Create the first tenant, its `default` namespace and an admin key when there is no tenant yet."""
+    async with db.owner() as s:
+        if await tenants_service.count(s) > 0:
+            return None
+        return await tenants_service.create(s, settings.bootstrap_tenant, actor="bootstrap")

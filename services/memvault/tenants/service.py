@@ -1,0 +1,60 @@
+"""Creating a tenant: operator work, done on the owner connection because no tenant exists yet."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import select, text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvault.audit import repository as audit
+from memvault.errors import Conflict
+from memvault.keys import repository as keys_repo
+from memvault.namespaces import repository as ns_repo
+from memvault.tenants.models import Tenant
+
+
+class TenantExists(Conflict):
+    code = "tenant_exists"
+    title = "Tenant exists"
+
+
+@dataclass(frozen=True)
+class NewTenant:
+    id: uuid.UUID
+    name: str
+    namespace: str
+    key_id: uuid.UUID
+    api_key: str
+
+
+async def create(s: AsyncSession, name: str, *, namespace: str = "default", actor: str = "operator") -> NewTenant:
+    existing = await s.scalar(select(Tenant).where(Tenant.name == name))
+    if existing is not None:
+        raise TenantExists(f"tenant {name!r} already exists")
+    tenant = Tenant(name=name)
+    s.add(tenant)
+    await s.flush()
+    # Later statements of this transaction run as the tenant too, should the session be the app role.
+    await s.execute(text("SELECT set_config('app.tenant_id', :t, true)"), {"t": str(tenant.id)})
+    ns = await ns_repo.create(s, tenant.id, namespace, "Created with the tenant.")
+    assert ns is not None
+    key, raw = await keys_repo.create(
+        s,
+        tenant.id,
+        name="admin (created with the tenant)",
+        scopes=["read", "write", "admin"],
+        namespaces=None,
+        default_namespace=namespace,
+    )
+    await audit.record(s, tenant.id, actor, "tenant.create", target_id=str(tenant.id), detail={"name": name})
+    return NewTenant(id=tenant.id, name=name, namespace=namespace, key_id=key.id, api_key=raw)
+
+
+async def by_name(s: AsyncSession, name: str) -> Tenant | None:
+    return await s.scalar(select(Tenant).where(Tenant.name == name))
+
+
+async def count(s: AsyncSession) -> int:
+    return int(await s.scalar(text("SELECT count(*) FROM tenants")) or 0)
