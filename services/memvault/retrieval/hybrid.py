@@ -11,7 +11,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from sqlalchemy import Float, Text, cast, func, literal, select, text
+from sqlalchemy import Float, Integer, Text, cast, func, literal, select, text, union_all
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -76,11 +76,12 @@ async def hybrid_search(
         .limit(candidates)
         .subquery("lex_inner")
     )
-    lex = select(
+    lex_ranked = select(
         lex_inner.c.id,
+        cast(literal(None), Integer).label("dense_rank"),
+        func.row_number().over(order_by=lex_inner.c.lex_score.desc()).label("lexical_rank"),
         lex_inner.c.lex_score,
-        func.row_number().over(order_by=lex_inner.c.lex_score.desc()).label("rank"),
-    ).subquery("lex")
+    )
 
     if query_vector is not None:
         dist = Memory.embedding.cosine_distance(query_vector)
@@ -91,17 +92,23 @@ async def hybrid_search(
             .limit(candidates)
             .subquery("dense_inner")
         )
-        dense = select(dense_inner.c.id, func.row_number().over(order_by=dense_inner.c.dist).label("rank")).subquery(
-            "dense"
+        dense_ranked = select(
+            dense_inner.c.id,
+            func.row_number().over(order_by=dense_inner.c.dist).label("dense_rank"),
+            cast(literal(None), Integer).label("lexical_rank"),
+            cast(literal(None), Float).label("lex_score"),
         )
+        # UNION ALL + GROUP BY rather than a FULL JOIN: the fused id stays a plain column, so the
+        # final join reaches each memory by primary key instead of filtering a scan.
+        both = union_all(dense_ranked, lex_ranked).subquery("both")
         fused = (
             select(
-                func.coalesce(dense.c.id, lex.c.id).label("id"),
-                dense.c.rank.label("dense_rank"),
-                lex.c.rank.label("lexical_rank"),
-                lex.c.lex_score,
+                both.c.id,
+                func.min(both.c.dense_rank).label("dense_rank"),
+                func.min(both.c.lexical_rank).label("lexical_rank"),
+                func.max(both.c.lex_score).label("lex_score"),
             )
-            .select_from(dense.join(lex, dense.c.id == lex.c.id, full=True))
+            .group_by(both.c.id)
             .subquery("fused")
         )
         rrf = func.coalesce(w_dense / (RRF_K + fused.c.dense_rank), 0.0) + func.coalesce(
@@ -109,12 +116,7 @@ async def hybrid_search(
         )
         cosine = (1 - Memory.embedding.cosine_distance(query_vector)).label("cosine")
     else:
-        fused = select(
-            lex.c.id,
-            literal(None).label("dense_rank"),
-            lex.c.rank.label("lexical_rank"),
-            lex.c.lex_score,
-        ).subquery("fused")
+        fused = lex_ranked.subquery("fused")
         rrf = func.coalesce(w_lex / (RRF_K + fused.c.lexical_rank), 0.0)
         cosine = cast(literal(None), Float).label("cosine")
 

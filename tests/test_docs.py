@@ -1,0 +1,37 @@
+"""The README and docs promise things; these keep the promises true."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from memvault.cli import build_parser
+from memvault.config import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class TestReadme:
+    def test_every_setting_is_in_the_configuration_table(self) -> None:
+        readme = (ROOT / "README.md").read_text()
+        documented = set(re.findall(r"`(MEMVAULT_[A-Z0-9_]+)`", readme))
+        settings = {f"MEMVAULT_{name.upper()}" for name in Settings.model_fields}
+        assert settings - documented == set(), "settings missing from the README table"
+        assert documented - settings == set(), "README documents settings that do not exist"
+
+    def test_first_two_commands_are_serve_then_test(self) -> None:
+        readme = (ROOT / "README.md").read_text()
+        blocks = re.findall(r"```bash\n(.*?)```", readme, flags=re.S)
+        assert blocks[0].strip() == "bash infra/scripts/serve.sh"
+        assert blocks[1].strip() == "bash infra/scripts/test.sh"
+
+    def test_ci_runs_the_readme_test_command(self) -> None:
+        assert "infra/scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+    def test_documented_admin_commands_exist(self) -> None:
+        readme = (ROOT / "README.md").read_text()
+        parser = build_parser()
+        admin = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "admin")[1]
+        known = set(admin._subparsers._group_actions[0].choices)
+        for cmd in re.findall(r"memvault admin ([a-z-]+)", readme):
+            assert cmd in known, cmd
