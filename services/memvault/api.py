@@ -227,7 +227,7 @@ class NamespaceAPI:
     async def create_key(self, p: Principal, body: KeyIn) -> KeyCreated:
         """Create an API key. The key is in the response once and never again."""
         p.require("admin")
-        if p.namespaces is not None and (body.namespaces is None or not set(body.namespaces) <= p.namespaces):
+        if not p.covers(body.namespaces):
             # A key limited to some namespaces cannot mint one that reaches further.
             raise Forbidden("A namespace-limited key can only create keys limited to its own namespaces.")
         async with self._db.tenant_tx(p.tenant_id) as tx:
@@ -253,7 +253,7 @@ class NamespaceAPI:
         p.require("admin")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             rows = await keys_repo.list_all(tx.session, p.tenant_id)
-        return [KeyOut.model_validate(r) for r in rows]
+        return [KeyOut.model_validate(r) for r in rows if p.covers(r.namespaces)]
 
     async def revoke_key(self, p: Principal, key_id: uuid.UUID) -> KeyOut:
         """Revoke an API key at once; revoking twice is harmless."""
@@ -262,6 +262,9 @@ class NamespaceAPI:
             row = await keys_repo.revoke(tx.session, p.tenant_id, key_id)
             if row is None:
                 raise KeyNotFound(f"No API key with id {key_id}.")
+            if not p.covers(row.namespaces):
+                # Raised inside the transaction, so the revocation rolls back.
+                raise Forbidden("A namespace-limited key can only revoke keys limited to its own namespaces.")
             await audit.record(tx.session, p.tenant_id, p.subject, "key.revoke", target_id=str(key_id))
         return KeyOut.model_validate(row)
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import signal
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -33,6 +35,10 @@ def _logging(settings: Settings) -> None:
     )
 
 
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    raise SystemExit(0)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -40,6 +46,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from memvault.db.session import Database
     from memvault.runtime import bootstrap, prepare_database
 
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again. With the default action
+    # the process would die right there without running atexit hooks, and the embedded PostgreSQL
+    # (stopped by one) would outlive it; exit normally instead, here and during start-up.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     settings = _settings(args)
     _logging(settings)
     urls = prepare_database(settings)
@@ -69,7 +79,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ]
     print("\n".join(lines), flush=True)
     app = create_app(settings, urls=urls)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), proxy_headers=True)
+    # Ctrl-C: uvicorn has already shut down gracefully when it raises SIGINT again; no traceback.
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.run(
+            app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), proxy_headers=True
+        )
     return 0
 
 
@@ -108,6 +122,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def _run_admin(args: argparse.Namespace, fn: Callable[[Any, Any], Awaitable[Any]]) -> int:
+    from pydantic import ValidationError
+
     from memvault.api import NamespaceAPI
     from memvault.db.session import Database
     from memvault.embeddings import build_embedder
@@ -130,6 +146,11 @@ def _run_admin(args: argparse.Namespace, fn: Callable[[Any, Any], Awaitable[Any]
         result = asyncio.run(run())
     except MemvaultError as exc:
         print(f"error: {exc.detail} ({exc.code})", file=sys.stderr)
+        return 1
+    except ValidationError as exc:  # a bad --scopes or name: the operator needs the reason, not a traceback
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        print(f"error: {field}: {first['msg']} (validation_error)", file=sys.stderr)
         return 1
     print(json.dumps(result, indent=2, default=str))
     return 0
@@ -189,7 +210,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
 
         async def fn(api: Any, db: Any) -> Any:
             p = await _tenant_principal(db, args.tenant)
-            return (await api.revoke_key(p, uuid.UUID(args.key_id))).model_dump(mode="json")
+            return (await api.revoke_key(p, args.key_id)).model_dump(mode="json")
 
     elif args.admin_cmd == "create-namespace":
 
@@ -240,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     lk.add_argument("--tenant", required=True)
     rk = asub.add_parser("revoke-key", help="revoke an API key")
     rk.add_argument("--tenant", required=True)
-    rk.add_argument("key_id")
+    rk.add_argument("key_id", type=uuid.UUID)
     cn = asub.add_parser("create-namespace", help="create a namespace")
     cn.add_argument("--tenant", required=True)
     cn.add_argument("name")

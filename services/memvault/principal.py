@@ -36,6 +36,10 @@ class Principal:
     def can_access(self, namespace: str) -> bool:
         return self.namespaces is None or namespace in self.namespaces
 
+    def covers(self, namespaces: list[str] | None) -> bool:
+        """Whether another key's namespaces (None: all of them) lie within this principal's reach."""
+        return self.namespaces is None or (namespaces is not None and set(namespaces) <= self.namespaces)
+
     def require(self, scope: str, namespace: str | None = None) -> None:
         if not self.has(scope):
             raise Forbidden(f"This key lacks the '{scope}' scope.", extra={"required_scope": scope})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -15,6 +16,9 @@ from memvault.errors import MemvaultError
 log = logging.getLogger(__name__)
 
 PROBLEM = "application/problem+json"
+_STATUSES = {s.value for s in HTTPStatus}
+# Same titles as the MemvaultError classes and the body-limit middleware give.
+_TITLES = {404: "Not found", 413: "Request body too large"}
 
 _HTTP_CODES = {
     400: "bad_request",
@@ -80,7 +84,8 @@ def install(app: FastAPI) -> None:
             request,
             {
                 "type": f"https://memvault.dev/errors/{code}",
-                "title": str(exc.detail) if exc.status_code != 404 else "Not found",
+                "title": _TITLES.get(exc.status_code)
+                or (HTTPStatus(exc.status_code).phrase if exc.status_code in _STATUSES else "HTTP error"),
                 "status": exc.status_code,
                 "detail": str(exc.detail),
                 "code": code,

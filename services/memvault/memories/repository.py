@@ -89,7 +89,9 @@ async def update_fields(
         .values(**values, updated_at=func.now())
         .returning(Memory)
     )
-    return await s.scalar(stmt, execution_options={"synchronize_session": False})
+    # populate_existing: the caller may already hold this row (read to check it); without it the
+    # session hands back that stale object instead of the values the UPDATE returned.
+    return await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
 
 
 async def remove(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, memory_id: uuid.UUID) -> bool:

@@ -77,7 +77,9 @@ async def list_memories(
             metadata=_metadata_filter(metadata),
         )
     except ValidationError as exc:
-        raise InvalidInput(str(exc.errors()[0]["msg"])) from exc
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first["loc"] else ""
+        raise InvalidInput(f"{field}: {first['msg']}", extra={"field": field}) from exc
     return await api.list_memories(p, ns, filters, limit=limit, cursor=cursor)
 
 

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 import json
+import math
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 MAX_METADATA_BYTES = 16_384
+MAX_METADATA_DEPTH = 32
 MAX_BATCH = 1000
 
 
@@ -31,13 +33,56 @@ class MemoryState(StrEnum):
     archived = "archived"
 
 
+def _storable_text(s: str) -> None:
+    if "\x00" in s:
+        raise ValueError("metadata strings must not contain NUL characters")
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError("metadata strings must be valid Unicode (no unpaired surrogates)") from exc
+
+
+def _storable(value: Any, depth: int) -> None:
+    # JSONB refuses NaN, Infinity, NUL and unpaired surrogates, and very deep nesting cannot be
+    # serialised back out: refuse them here, or the database turns them into a 500 (or a memory
+    # that breaks every later list and search of its namespace).
+    if depth > MAX_METADATA_DEPTH:
+        raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("metadata numbers must be finite (no NaN or Infinity)")
+    if isinstance(value, str):
+        _storable_text(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _storable_text(k)
+            _storable(v, depth + 1)
+    elif isinstance(value, list):
+        for v in value:
+            _storable(v, depth + 1)
+
+
 def _metadata_size(v: dict[str, Any]) -> dict[str, Any]:
+    _storable(v, 1)
     if len(json.dumps(v, default=str)) > MAX_METADATA_BYTES:
         raise ValueError(f"metadata is larger than {MAX_METADATA_BYTES} bytes of JSON")
     return v
 
 
-def _no_nul(v: str | None) -> str | None:
+def _utc(v: datetime | None) -> datetime | None:
+    # A timestamp without an offset is read as UTC: otherwise comparing it with a stored (zoned)
+    # one raises, and PostgreSQL would read it in its own time zone. Times that fall outside
+    # years 1-9999 in UTC could be stored but never read back, so they are refused.
+    if v is None:
+        return None
+    if v.tzinfo is None:
+        return v.replace(tzinfo=UTC)
+    try:
+        return v.astimezone(UTC)
+    except OverflowError as exc:
+        raise ValueError("timestamp is out of range in UTC") from exc
+
+
+def no_nul(v: str | None) -> str | None:
     # PostgreSQL text cannot hold NUL; refuse it here rather than fail in the database.
     if v is not None and "\x00" in v:
         raise ValueError("must not contain NUL characters")
@@ -45,9 +90,19 @@ def _no_nul(v: str | None) -> str | None:
 
 
 Metadata = Annotated[dict[str, Any], AfterValidator(_metadata_size)]
-OwnerId = Annotated[str | None, Field(default=None, min_length=1, max_length=200), AfterValidator(_no_nul)]
-Key = Annotated[str | None, Field(default=None, min_length=1, max_length=200), AfterValidator(_no_nul)]
-Content = Annotated[str, Field(min_length=1, max_length=32_000), AfterValidator(_no_nul)]
+OwnerId = Annotated[str | None, Field(default=None, min_length=1, max_length=200), AfterValidator(no_nul)]
+Key = Annotated[str | None, Field(default=None, min_length=1, max_length=200), AfterValidator(no_nul)]
+
+
+def _not_blank(v: str) -> str:
+    if not v.strip():
+        raise ValueError("must not be blank")
+    return v
+
+
+Content = Annotated[str, Field(min_length=1, max_length=32_000), AfterValidator(no_nul), AfterValidator(_not_blank)]
+Timestamp = Annotated[datetime | None, AfterValidator(_utc)]
+FilterId = Annotated[str | None, Field(default=None, max_length=200), AfterValidator(no_nul)]
 
 
 class _ValidRange(BaseModel):
@@ -72,8 +127,8 @@ class MemoryIn(_ValidRange):
     importance: float = Field(default=0.5, ge=0, le=1)
     confidence: float = Field(default=1.0, ge=0, le=1)
     state: MemoryState = MemoryState.stable
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
+    valid_from: Timestamp = None
+    valid_to: Timestamp = None
 
 
 class MemoryPatch(_ValidRange):
@@ -91,14 +146,19 @@ class MemoryPatch(_ValidRange):
     importance: float | None = Field(default=None, ge=0, le=1)
     confidence: float | None = Field(default=None, ge=0, le=1)
     state: MemoryState | None = None
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
+    valid_from: Timestamp = None
+    valid_to: Timestamp = None
+
+    @field_validator("content", "type", "metadata", "importance", "confidence", "state", mode="before")
+    @classmethod
+    def _required_not_null(cls, v: Any) -> Any:
+        # A validator per field, so the error names the field (`content`), not the whole body.
+        if v is None:
+            raise ValueError("cannot be null")
+        return v
 
     @model_validator(mode="after")
-    def _required_not_null(self) -> MemoryPatch:
-        for name in ("content", "type", "metadata", "importance", "confidence", "state"):
-            if name in self.model_fields_set and getattr(self, name) is None:
-                raise ValueError(f"{name} cannot be null")
+    def _not_empty(self) -> MemoryPatch:
         if not self.model_fields_set:
             raise ValueError("nothing to update")
         return self
@@ -148,13 +208,13 @@ class MemoryFilters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     type: list[MemoryType] | None = None
-    user_id: str | None = Field(default=None, max_length=200)
-    agent_id: str | None = Field(default=None, max_length=200)
-    session_id: str | None = Field(default=None, max_length=200)
+    user_id: FilterId = None
+    agent_id: FilterId = None
+    session_id: FilterId = None
     state: list[MemoryState] | None = Field(
         default=None, description="Lifecycle states to include; default excludes archived."
     )
-    metadata: dict[str, Any] | None = Field(default=None, description="Exact match on these metadata keys.")
+    metadata: Metadata | None = Field(default=None, description="Exact match on these metadata keys.")
 
 
 class MemoryPage(BaseModel):

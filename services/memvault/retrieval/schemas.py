@@ -1,14 +1,16 @@
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Annotated
 
-from memvault.memories.schemas import MemoryFilters, MemoryOut
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from memvault.memories.schemas import MemoryFilters, MemoryOut, no_nul
 
 
 class SearchIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: str = Field(min_length=1, max_length=4000)
+    query: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(no_nul)]
     limit: int = Field(default=10, ge=1, le=100)
     filters: MemoryFilters | None = None
     min_score: float | None = Field(

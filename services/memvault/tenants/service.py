@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -9,9 +10,10 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.audit import repository as audit
-from memvault.errors import Conflict
+from memvault.errors import Conflict, InvalidInput
 from memvault.keys import repository as keys_repo
 from memvault.namespaces import repository as ns_repo
+from memvault.namespaces.schemas import NAMESPACE_NAME
 from memvault.tenants.models import Tenant
 
 
@@ -30,6 +32,12 @@ class NewTenant:
 
 
 async def create(s: AsyncSession, name: str, *, namespace: str = "default", actor: str = "operator") -> NewTenant:
+    # The same rule as POST /v1/namespaces: a name that cannot sit in a URL path is unreachable.
+    if not re.fullmatch(NAMESPACE_NAME, namespace):
+        raise InvalidInput(
+            f"invalid namespace name {namespace!r}: letters, digits, '.', '_' and '-', up to 63",
+            extra={"field": "namespace"},
+        )
     existing = await s.scalar(select(Tenant).where(Tenant.name == name))
     if existing is not None:
         raise TenantExists(f"tenant {name!r} already exists")
