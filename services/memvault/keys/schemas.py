@@ -1,9 +1,10 @@
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memvault.namespaces.schemas import NAMESPACE_NAME
 from memvault.principal import SCOPES
@@ -30,14 +31,18 @@ class KeyIn(BaseModel):
     @field_validator("namespaces")
     @classmethod
     def _namespace_names(cls, v: list[str] | None) -> list[str] | None:
-        import re
-
         if v is None:
             return None
         for name in v:
             if not re.fullmatch(NAMESPACE_NAME, name):
                 raise ValueError(f"invalid namespace name {name!r}")
         return sorted(set(v))
+
+    @model_validator(mode="after")
+    def _default_within_allowed(self) -> KeyIn:
+        if self.default_namespace and self.namespaces is not None and self.default_namespace not in self.namespaces:
+            raise ValueError("default_namespace must be one of the key's namespaces")
+        return self
 
 
 class KeyOut(BaseModel):

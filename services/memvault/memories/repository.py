@@ -99,6 +99,18 @@ async def remove(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID,
     return (await s.scalar(stmt)) is not None
 
 
+async def get_and_touch(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, memory_id: uuid.UUID
+) -> Memory | None:
+    stmt = (
+        update(Memory)
+        .where(*scope_conditions(tenant_id, namespace_id), Memory.id == memory_id)
+        .values(access_count=Memory.access_count + 1, last_accessed_at=func.now())
+        .returning(Memory)
+    )
+    return await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
+
+
 async def touch(s: AsyncSession, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> None:
     """Count an access: recall frequency and recency feed ranking and decay."""
     if not ids:

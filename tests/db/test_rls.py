@@ -1,0 +1,355 @@
+"""Row-level security, checked from a raw connection as the app role: the second lock behind the
+repositories' own tenant filters, so it must hold even for SQL that forgets to filter."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors
+
+from memvault.api import NamespaceAPI
+from memvault.db.urls import DatabaseUrls
+from memvault.keys import tokens
+from memvault.memories.schemas import MemoryIn
+from tests.conftest import Tenant
+
+TABLES = ("tenants", "namespaces", "api_keys", "memories", "audit_log")
+TENANT_COLUMN = {table: "tenant_id" for table in TABLES} | {"tenants": "id"}
+
+# A harmless change per table the app role may write, to show RLS hides the other tenant's rows from it.
+UPDATES = {
+    "namespaces": "UPDATE namespaces SET description = 'hijacked' WHERE tenant_id = %s",
+    "api_keys": "UPDATE api_keys SET revoked_at = now() WHERE tenant_id = %s",
+    "memories": "UPDATE memories SET content = 'hijacked' WHERE tenant_id = %s",
+}
+DELETES = {table: f"DELETE FROM {table} WHERE tenant_id = %s" for table in UPDATES}
+
+
+def conninfo(url: Any) -> str:
+    return url.render_as_string(hide_password=False).replace("+psycopg", "")
+
+
+@pytest.fixture
+async def app_conn(pg_urls: DatabaseUrls) -> AsyncIterator[psycopg.AsyncConnection]:
+    """A connection as the app role. Autocommit, so each `conn.transaction()` block is one transaction."""
+    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.app), autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+async def owner_conn(pg_urls: DatabaseUrls) -> AsyncIterator[psycopg.AsyncConnection]:
+    """Only to confirm what exists; data is made through the facade."""
+    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+async def data(api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant) -> None:
+    """Rows for both tenants in every table: each has a tenant, namespace, key, audit entries, and memories."""
+    for tenant in (tenant_a, tenant_b):
+        await api.store_many(
+            tenant.principal,
+            "default",
+            [MemoryIn(content=f"{tenant.name} likes green tea"), MemoryIn(content=f"{tenant.name} lives in Oslo")],
+        )
+
+
+async def scalar(conn: psycopg.AsyncConnection, sql: str, params: tuple[Any, ...] = ()) -> Any:
+    cur = await conn.execute(sql, params)
+    row = await cur.fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def rows_of(conn: psycopg.AsyncConnection, table: str, tenant: Tenant) -> int:
+    return int(await scalar(conn, f"SELECT count(*) FROM {table} WHERE {TENANT_COLUMN[table]} = %s", (tenant.id,)))
+
+
+async def set_tenant(conn: psycopg.AsyncConnection, tenant: Tenant) -> None:
+    await conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant.id),))
+
+
+@pytest.mark.usefixtures("data")
+class TestNoTenantSet:
+    @pytest.mark.parametrize("table", TABLES)
+    async def test_sees_no_rows(
+        self,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+        table: str,
+    ) -> None:
+        assert await rows_of(owner_conn, table, tenant_a) > 0
+
+        assert await scalar(app_conn, f"SELECT count(*) FROM {table}") == 0
+
+    @pytest.mark.parametrize("table", TABLES)
+    async def test_sees_no_rows_inside_a_transaction(self, app_conn: psycopg.AsyncConnection, table: str) -> None:
+        async with app_conn.transaction():
+            assert await scalar(app_conn, f"SELECT count(*) FROM {table}") == 0
+
+    async def test_an_empty_setting_matches_nothing(self, app_conn: psycopg.AsyncConnection) -> None:
+        async with app_conn.transaction():
+            await app_conn.execute("SELECT set_config('app.tenant_id', '', true)")
+
+            assert await scalar(app_conn, "SELECT count(*) FROM memories") == 0
+
+    async def test_cannot_insert(self, app_conn: psycopg.AsyncConnection, tenant_a: Tenant) -> None:
+        with pytest.raises(errors.InsufficientPrivilege, match="row-level security"):
+            await app_conn.execute("INSERT INTO namespaces (tenant_id, name) VALUES (%s, 'planted')", (tenant_a.id,))
+
+
+@pytest.mark.usefixtures("data")
+class TestTenantSet:
+    @pytest.mark.parametrize("table", TABLES)
+    async def test_sees_exactly_its_own_rows(
+        self,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+        tenant_b: Tenant,
+        table: str,
+    ) -> None:
+        expected = await rows_of(owner_conn, table, tenant_a)
+        assert await rows_of(owner_conn, table, tenant_b) > 0
+
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+
+            assert await rows_of(app_conn, table, tenant_a) == expected > 0
+            assert await rows_of(app_conn, table, tenant_b) == 0
+            # Unfiltered, too: every other tenant in the database stays hidden.
+            assert await scalar(app_conn, f"SELECT count(*) FROM {table}") == expected
+
+    @pytest.mark.parametrize("table", sorted(UPDATES))
+    async def test_cannot_update_the_other_tenants_rows(
+        self,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+        tenant_b: Tenant,
+        table: str,
+    ) -> None:
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            cur = await app_conn.execute(UPDATES[table], (tenant_b.id,))
+
+            assert cur.rowcount == 0
+        hijacked = {
+            "namespaces": "SELECT count(*) FROM namespaces WHERE tenant_id = %s AND description = 'hijacked'",
+            "api_keys": "SELECT count(*) FROM api_keys WHERE tenant_id = %s AND revoked_at IS NOT NULL",
+            "memories": "SELECT count(*) FROM memories WHERE tenant_id = %s AND content = 'hijacked'",
+        }[table]
+        assert await scalar(owner_conn, hijacked, (tenant_b.id,)) == 0
+
+    @pytest.mark.parametrize("table", sorted(DELETES))
+    async def test_cannot_delete_the_other_tenants_rows(
+        self,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+        tenant_b: Tenant,
+        table: str,
+    ) -> None:
+        before = await rows_of(owner_conn, table, tenant_b)
+
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            cur = await app_conn.execute(DELETES[table], (tenant_b.id,))
+
+            assert cur.rowcount == 0
+        assert await rows_of(owner_conn, table, tenant_b) == before > 0
+
+    @pytest.mark.parametrize("table", ["namespaces", "api_keys", "memories", "audit_log"])
+    async def test_cannot_insert_a_row_for_the_other_tenant(
+        self,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+        tenant_b: Tenant,
+        table: str,
+    ) -> None:
+        b_namespace = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant_b.id,))
+        key = tokens.new_key()
+        insert, params = {
+            "namespaces": ("INSERT INTO namespaces (tenant_id, name) VALUES (%s, 'planted')", ()),
+            "api_keys": (
+                "INSERT INTO api_keys (tenant_id, prefix, secret_hash, scopes) VALUES (%s, %s, %s, '{admin}')",
+                (tokens.lookup_prefix(key), tokens.hash_key(key)),
+            ),
+            "memories": (
+                "INSERT INTO memories (tenant_id, namespace_id, type, content, content_hash, created_by) "
+                "VALUES (%s, %s, 'fact', 'planted', 'x', 'attacker')",
+                (b_namespace,),
+            ),
+            "audit_log": ("INSERT INTO audit_log (tenant_id, actor, action) VALUES (%s, 'attacker', 'forged')", ()),
+        }[table]
+        before = await rows_of(owner_conn, table, tenant_b)
+
+        with pytest.raises(errors.InsufficientPrivilege, match="row-level security"):
+            async with app_conn.transaction():
+                await set_tenant(app_conn, tenant_a)
+                await app_conn.execute(insert, (tenant_b.id, *params))
+
+        assert await rows_of(owner_conn, table, tenant_b) == before
+
+    @pytest.mark.parametrize("table", sorted(UPDATES))
+    async def test_cannot_move_its_rows_to_the_other_tenant(
+        self, app_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant, table: str
+    ) -> None:
+        with pytest.raises(errors.InsufficientPrivilege, match="row-level security"):
+            async with app_conn.transaction():
+                await set_tenant(app_conn, tenant_a)
+                await app_conn.execute(
+                    f"UPDATE {table} SET tenant_id = %s WHERE tenant_id = %s", (tenant_b.id, tenant_a.id)
+                )
+
+    async def test_can_write_its_own_rows(self, app_conn: psycopg.AsyncConnection, tenant_a: Tenant) -> None:
+        # The policies must not lock the tenant out of its own data.
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            cur = await app_conn.execute(
+                "UPDATE namespaces SET description = 'renamed' WHERE tenant_id = %s", (tenant_a.id,)
+            )
+
+            assert cur.rowcount == 1
+
+
+@pytest.mark.usefixtures("data")
+class TestSettingIsTransactionLocal:
+    async def test_next_transaction_on_the_same_connection_sees_nothing(
+        self, app_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            assert await scalar(app_conn, "SELECT count(*) FROM memories") > 0
+
+        async with app_conn.transaction():
+            assert await scalar(app_conn, "SELECT current_setting('app.tenant_id', true)") in ("", None)
+            for table in TABLES:
+                assert await scalar(app_conn, f"SELECT count(*) FROM {table}") == 0, table
+
+    async def test_nothing_leaks_after_a_rollback(self, app_conn: psycopg.AsyncConnection, tenant_a: Tenant) -> None:
+        class Abort(Exception):
+            pass
+
+        with pytest.raises(Abort):
+            async with app_conn.transaction():
+                await set_tenant(app_conn, tenant_a)
+                raise Abort
+
+        assert await scalar(app_conn, "SELECT count(*) FROM memories") == 0
+
+    async def test_next_transaction_sees_only_the_next_tenant(
+        self, app_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_b)
+
+            assert await rows_of(app_conn, "memories", tenant_a) == 0
+            assert await rows_of(app_conn, "memories", tenant_b) == 2
+
+
+class TestAppRole:
+    async def test_is_the_app_role(self, app_conn: psycopg.AsyncConnection) -> None:
+        assert await scalar(app_conn, "SELECT current_user") == "memvault_app"
+
+    async def test_is_neither_superuser_nor_bypassrls(self, app_conn: psycopg.AsyncConnection) -> None:
+        cur = await app_conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user")
+
+        assert await cur.fetchone() == (False, False)
+
+    async def test_owns_no_tables(self, app_conn: psycopg.AsyncConnection) -> None:
+        # An owner is exempt from its tables' policies (unless FORCE ROW LEVEL SECURITY).
+        cur = await app_conn.execute("SELECT tablename FROM pg_tables WHERE tableowner = current_user")
+        assert await cur.fetchall() == []
+
+        cur = await app_conn.execute(
+            "SELECT tablename, tableowner FROM pg_tables WHERE tablename = ANY(%s)", (list(TABLES),)
+        )
+        owners = dict(await cur.fetchall())
+        assert sorted(owners) == sorted(TABLES)
+        assert "memvault_app" not in owners.values()
+
+    async def test_row_level_security_is_enabled_on_every_table(self, app_conn: psycopg.AsyncConnection) -> None:
+        cur = await app_conn.execute(
+            "SELECT relname, relrowsecurity FROM pg_class WHERE relkind = 'r' AND relname = ANY(%s)", (list(TABLES),)
+        )
+
+        assert dict(await cur.fetchall()) == dict.fromkeys(TABLES, True)
+
+    @pytest.mark.usefixtures("data")
+    @pytest.mark.parametrize(
+        "statement",
+        [
+            "UPDATE audit_log SET actor = 'someone else'",
+            "DELETE FROM audit_log",
+            "TRUNCATE audit_log",
+        ],
+        ids=["update", "delete", "truncate"],
+    )
+    async def test_audit_log_is_append_only(
+        self,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+        statement: str,
+    ) -> None:
+        before = await rows_of(owner_conn, "audit_log", tenant_a)
+
+        # Even inside its own tenant: this is a missing grant, not a policy.
+        with pytest.raises(errors.InsufficientPrivilege, match="permission denied"):
+            async with app_conn.transaction():
+                await set_tenant(app_conn, tenant_a)
+                await app_conn.execute(statement)
+
+        assert await rows_of(owner_conn, "audit_log", tenant_a) == before
+
+    @pytest.mark.parametrize(
+        "statement",
+        [
+            "INSERT INTO tenants (name) VALUES ('planted')",
+            "UPDATE tenants SET plan = 'enterprise'",
+            "DELETE FROM tenants",
+        ],
+        ids=["insert", "update", "delete"],
+    )
+    async def test_tenants_are_read_only(
+        self, app_conn: psycopg.AsyncConnection, tenant_a: Tenant, statement: str
+    ) -> None:
+        with pytest.raises(errors.InsufficientPrivilege, match="permission denied"):
+            async with app_conn.transaction():
+                await set_tenant(app_conn, tenant_a)
+                await app_conn.execute(statement)
+
+
+class TestKeyLookupFunction:
+    """The one deliberate way past RLS: it finds a key by its exact prefix, and nothing else."""
+
+    async def test_finds_a_key_by_its_prefix_without_a_tenant(
+        self, app_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        cur = await app_conn.execute(
+            "SELECT tenant_id, secret_hash FROM memvault_find_api_key(%s)", (tokens.lookup_prefix(tenant_a.key),)
+        )
+
+        assert await cur.fetchall() == [(tenant_a.id, tokens.hash_key(tenant_a.key))]
+
+    @pytest.mark.usefixtures("tenant_a", "tenant_b")
+    @pytest.mark.parametrize("pattern", ["%", "mv_%", "", "mv_"], ids=["percent", "prefix-wildcard", "empty", "bare"])
+    async def test_patterns_find_nothing(self, app_conn: psycopg.AsyncConnection, pattern: str) -> None:
+        cur = await app_conn.execute("SELECT count(*) FROM memvault_find_api_key(%s)", (pattern,))
+
+        assert await cur.fetchone() == (0,)
+
+    async def test_unknown_prefix_finds_nothing(self, app_conn: psycopg.AsyncConnection) -> None:
+        cur = await app_conn.execute("SELECT count(*) FROM memvault_find_api_key(%s)", (f"mv_{uuid.uuid4().hex[:12]}",))
+
+        assert await cur.fetchone() == (0,)
