@@ -116,6 +116,12 @@ def memory_out(m: Memory, namespace: str) -> MemoryOut:
     )
 
 
+def namespace_out(ns: Namespace, memory_count: int) -> NamespaceOut:
+    return NamespaceOut(
+        id=ns.id, name=ns.name, description=ns.description, created_at=ns.created_at, memory_count=memory_count
+    )
+
+
 @dataclass(frozen=True)
 class Health:
     version: str
@@ -182,28 +188,21 @@ class NamespaceAPI:
             await audit.record(
                 tx.session, p.tenant_id, p.subject, "namespace.create", namespace_id=ns.id, target_id=body.name
             )
-        return NamespaceOut(
-            id=ns.id, name=ns.name, description=ns.description, created_at=ns.created_at, memory_count=0
-        )
+        return namespace_out(ns, 0)
 
     async def list_namespaces(self, p: Principal) -> list[NamespaceOut]:
         """Namespaces this principal may use, with their memory counts."""
         p.require("read")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             rows = await ns_repo.list_with_counts(tx.session, p.tenant_id, p.namespaces)
-        return [
-            NamespaceOut(id=ns.id, name=ns.name, description=ns.description, created_at=ns.created_at, memory_count=n)
-            for ns, n in rows
-        ]
+        return [namespace_out(ns, n) for ns, n in rows]
 
     async def get_namespace(self, p: Principal, name: str) -> NamespaceOut:
         p.require("read", name)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             ns = await self._namespace(tx, p, name)
             n = await ns_repo.count_memories(tx.session, p.tenant_id, ns.id)
-        return NamespaceOut(
-            id=ns.id, name=ns.name, description=ns.description, created_at=ns.created_at, memory_count=n
-        )
+        return namespace_out(ns, n)
 
     async def delete_namespace(self, p: Principal, name: str) -> None:
         """Delete a namespace and every memory in it, permanently."""

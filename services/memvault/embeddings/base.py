@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from memvault.errors import Unavailable
@@ -40,6 +40,13 @@ class QueryCache:
         vec = self._items.get(text)
         if vec is not None:
             self._items.move_to_end(text)
+        return vec
+
+    async def get_or_embed(self, text: str, embed: Callable[[list[str]], Awaitable[list[list[float]]]]) -> list[float]:
+        vec = self.get(text)
+        if vec is None:
+            vec = (await embed([text]))[0]
+            self.put(text, vec)
         return vec
 
     def put(self, text: str, vec: list[float]) -> None:

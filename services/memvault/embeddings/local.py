@@ -77,12 +77,7 @@ class LocalEmbedder:
             return await asyncio.to_thread(self._encode, list(texts))
 
     async def embed_query(self, text: str) -> list[float]:
-        cached = self._cache.get(text)
-        if cached is not None:
-            return cached
-        vec = (await self.embed([text]))[0]
-        self._cache.put(text, vec)
-        return vec
+        return await self._cache.get_or_embed(text, self.embed)
 
     async def aclose(self) -> None:
         return None

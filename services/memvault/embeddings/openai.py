@@ -52,12 +52,7 @@ class OpenAIEmbedder:
         return out
 
     async def embed_query(self, text: str) -> list[float]:
-        cached = self._cache.get(text)
-        if cached is not None:
-            return cached
-        vec = (await self._batch([text]))[0]
-        self._cache.put(text, vec)
-        return vec
+        return await self._cache.get_or_embed(text, self._batch)
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -1,0 +1,143 @@
+"""The local sentence-transformers embedder with the real all-MiniLM-L6-v2 weights, and its query cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memvault.embeddings.base import QueryCache
+from memvault.embeddings.local import LocalEmbedder
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    va, vb = np.asarray(a), np.asarray(b)
+    return float(va @ vb / (np.linalg.norm(va) * np.linalg.norm(vb)))
+
+
+class TestVectors:
+    async def test_vectors_are_384_wide_and_unit_length(self, embedder: LocalEmbedder) -> None:
+        vectors = await embedder.embed(["The user prefers dark roast coffee", "Deploys happen on Fridays"])
+
+        assert len(vectors) == 2
+        for v in vectors:
+            assert len(v) == embedder.dim == 384
+            assert all(isinstance(x, float) for x in v)
+            assert np.linalg.norm(v) == pytest.approx(1.0, abs=1e-4)
+
+    async def test_query_vector_matches_the_document_vector_of_the_same_text(self, embedder: LocalEmbedder) -> None:
+        text = "Ana prefers window seats on long flights"
+        [doc] = await embedder.embed([text])
+        query = await embedder.embed_query(text)
+
+        assert np.allclose(doc, query, atol=1e-5)
+
+    async def test_empty_input_gives_no_vectors(self, embedder: LocalEmbedder) -> None:
+        assert await embedder.embed([]) == []
+
+
+class TestBatching:
+    async def test_a_batch_of_100_equals_embedding_each_text_alone(self, embedder: LocalEmbedder) -> None:
+        # Texts of very different lengths, so the batch is padded: padding must not change a vector.
+        texts = [
+            f"memory {i}: " + " ".join(["the user mentioned something about project alpha"] * (i % 7 + 1))
+            for i in range(100)
+        ]
+
+        batched = await embedder.embed(texts)
+        singles = [(await embedder.embed([t]))[0] for t in texts]
+
+        assert len(batched) == 100
+        assert np.allclose(np.asarray(batched), np.asarray(singles), atol=1e-5)
+
+    async def test_order_follows_the_input(self, embedder: LocalEmbedder) -> None:
+        a, b = "Ana prefers window seats", "The build uses Python 3.11"
+        forward = await embedder.embed([a, b])
+        backward = await embedder.embed([b, a])
+
+        assert np.allclose(forward[0], backward[1], atol=1e-5)
+        assert np.allclose(forward[1], backward[0], atol=1e-5)
+
+
+class TestMeaning:
+    async def test_paraphrases_are_closer_than_unrelated_sentences(self, embedder: LocalEmbedder) -> None:
+        anchor, paraphrase, unrelated = await embedder.embed(
+            [
+                "The user prefers to sit by the window on long flights.",
+                "On long-haul trips she likes a window seat.",
+                "The quarterly tax report is due next Tuesday.",
+            ]
+        )
+
+        assert cosine(anchor, paraphrase) > cosine(anchor, unrelated) + 0.2
+
+    async def test_a_question_finds_its_answer_among_distractors(self, embedder: LocalEmbedder) -> None:
+        query = await embedder.embed_query("what hot drink does the user like?")
+        docs = await embedder.embed(
+            [
+                "The user prefers dark roast coffee in the morning.",
+                "The staging database runs on port 5433.",
+                "Ana's cat is called Miso.",
+            ]
+        )
+
+        scores = [cosine(query, d) for d in docs]
+        assert scores.index(max(scores)) == 0
+
+
+class TestQueryCache:
+    async def test_a_repeated_query_is_served_from_the_cache(self, embedder: LocalEmbedder) -> None:
+        first = await embedder.embed_query("where does Ana like to sit on a plane? (cache test)")
+        second = await embedder.embed_query("where does Ana like to sit on a plane? (cache test)")
+
+        # The very same list object: the model did not run again.
+        assert second is first
+
+    async def test_a_cache_of_size_zero_embeds_every_time(self, embedder: LocalEmbedder) -> None:
+        uncached = LocalEmbedder(embedder.model_id, dim=embedder.dim, cache_size=0)
+
+        first = await uncached.embed_query("no cache here")
+        second = await uncached.embed_query("no cache here")
+
+        assert second is not first
+        assert np.allclose(first, second, atol=1e-6)
+
+    def test_least_recently_used_entry_is_evicted(self) -> None:
+        cache = QueryCache(2)
+        cache.put("a", [1.0])
+        cache.put("b", [2.0])
+        assert cache.get("a") == [1.0]  # "a" is now the most recently used
+
+        cache.put("c", [3.0])
+
+        assert cache.get("b") is None
+        assert cache.get("a") == [1.0]
+        assert cache.get("c") == [3.0]
+
+    def test_putting_an_existing_query_refreshes_it_without_growing(self) -> None:
+        cache = QueryCache(2)
+        cache.put("a", [1.0])
+        cache.put("b", [2.0])
+        cache.put("a", [1.5])
+
+        cache.put("c", [3.0])
+
+        assert cache.get("a") == [1.5]
+        assert cache.get("b") is None
+        assert cache.get("c") == [3.0]
+
+    def test_size_zero_keeps_nothing(self) -> None:
+        cache = QueryCache(0)
+        cache.put("a", [1.0])
+
+        assert cache.get("a") is None
+
+    def test_a_miss_returns_none(self) -> None:
+        assert QueryCache(4).get("never stored") is None
+
+
+class TestMisconfiguration:
+    def test_a_dimension_that_does_not_match_the_model_fails_at_load(self, embedder: LocalEmbedder) -> None:
+        wrong = LocalEmbedder(embedder.model_id, dim=768)
+
+        with pytest.raises(ValueError, match="384-d"):
+            wrong.load()
