@@ -18,10 +18,11 @@ from typing import Any
 
 from memvault import __version__
 from memvault.audit import repository as audit
-from memvault.config import Settings
-from memvault.db.session import Database, TenantTx
-from memvault.embeddings import Embedder, EmbeddingUnavailable
+from memvault.embeddings import EmbeddingUnavailable
+from memvault.entities.service import EntityOps
 from memvault.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
+from memvault.events.service import EventOps
+from memvault.facade import FacadeBase
 from memvault.keys import repository as keys_repo
 from memvault.keys import tokens
 from memvault.keys.schemas import KeyCreated, KeyIn, KeyOut
@@ -41,16 +42,12 @@ from memvault.principal import Principal
 from memvault.retrieval.hybrid import hybrid_search
 from memvault.retrieval.schemas import SearchIn, SearchMetrics, SearchOut, SearchResult, Signals
 from memvault.tenants import service as tenants_service
+from memvault.traces.service import TraceOps
 
 log = logging.getLogger(__name__)
 
 # A key's last-used time is written at most this often, so reads do not each cost a write.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
-
-
-class NamespaceNotFound(NotFound):
-    code = "namespace_not_found"
-    title = "Namespace not found"
 
 
 class MemoryNotFound(NotFound):
@@ -131,13 +128,7 @@ class Health:
     embedded_database: bool
 
 
-class NamespaceAPI:
-    def __init__(self, db: Database, embedder: Embedder, settings: Settings, redis: Any = None) -> None:
-        self._db = db
-        self._embedder = embedder
-        self._settings = settings
-        self._redis = redis
-
+class NamespaceAPI(EntityOps, EventOps, TraceOps, FacadeBase):
     # ---- authentication -------------------------------------------------------------------
 
     async def authenticate(self, raw_key: str) -> Principal:
@@ -171,12 +162,6 @@ class NamespaceAPI:
             return await tenants_service.create(s, name, namespace=namespace)
 
     # ---- namespaces -----------------------------------------------------------------------
-
-    async def _namespace(self, tx: TenantTx, p: Principal, name: str) -> Namespace:
-        ns = await ns_repo.by_name(tx.session, p.tenant_id, name)
-        if ns is None:
-            raise NamespaceNotFound(f"No namespace named '{name}'.")
-        return ns
 
     async def create_namespace(self, p: Principal, body: NamespaceIn) -> NamespaceOut:
         """Create a namespace: an isolated memory space inside the tenant."""

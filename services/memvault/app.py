@@ -17,6 +17,8 @@ from memvault.config import Settings
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import Embedder, build_embedder
+from memvault.entities.router import router as entities_router
+from memvault.events.router import router as events_router
 from memvault.gateway import problems
 from memvault.gateway.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from memvault.keys.router import router as keys_router
@@ -24,6 +26,7 @@ from memvault.memories.router import router as memories_router
 from memvault.namespaces.router import router as namespaces_router
 from memvault.runtime import database_urls
 from memvault.status.router import router as status_router
+from memvault.traces.router import router as traces_router
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,14 @@ def create_app(
     problems.install(app)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(RequestIdMiddleware)
-    for router in (status_router, namespaces_router, memories_router, keys_router):
+    for router in (
+        status_router,
+        namespaces_router,
+        memories_router,
+        keys_router,
+        events_router,
+        entities_router,
+        traces_router,
+    ):
         app.include_router(router)
     return app

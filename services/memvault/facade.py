@@ -1,0 +1,64 @@
+"""What every capability's part of the facade shares: the database, the embedder, settings,
+the namespace lookup and the job hand-off.
+
+NamespaceAPI (api.py) is assembled from one operations class per capability
+(``memories.service.MemoryOps``, ``events.service.EventOps``, ...), each built on this base, so
+that REST, MCP, jobs and the CLI still reach the data through one object and one set of rules.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Protocol
+
+from memvault.config import Settings
+from memvault.db.session import Database, TenantTx
+from memvault.embeddings import Embedder
+from memvault.errors import NotFound
+from memvault.namespaces import repository as ns_repo
+from memvault.namespaces.models import Namespace
+from memvault.principal import Principal
+
+log = logging.getLogger(__name__)
+
+
+class NamespaceNotFound(NotFound):
+    code = "namespace_not_found"
+    title = "Namespace not found"
+
+
+class JobDispatcher(Protocol):
+    """Runs or queues a job whose row is already committed. The workers issue supplies RQ and
+    in-process dispatchers; until one is configured, jobs wait in the table as `queued`."""
+
+    async def dispatch(self, tenant_id: uuid.UUID, job_id: uuid.UUID, kind: str) -> None: ...
+
+
+class HoldingDispatcher:
+    """Leaves committed jobs queued in PostgreSQL for a worker to claim."""
+
+    async def dispatch(self, tenant_id: uuid.UUID, job_id: uuid.UUID, kind: str) -> None:
+        log.info("job %s (%s) queued for tenant %s", job_id, kind, tenant_id)
+
+
+class FacadeBase:
+    def __init__(
+        self,
+        db: Database,
+        embedder: Embedder,
+        settings: Settings,
+        redis: Any = None,
+        jobs: JobDispatcher | None = None,
+    ) -> None:
+        self._db = db
+        self._embedder = embedder
+        self._settings = settings
+        self._redis = redis
+        self._jobs: JobDispatcher = jobs or HoldingDispatcher()
+
+    async def _namespace(self, tx: TenantTx, p: Principal, name: str) -> Namespace:
+        ns = await ns_repo.by_name(tx.session, p.tenant_id, name)
+        if ns is None:
+            raise NamespaceNotFound(f"No namespace named '{name}'.")
+        return ns
