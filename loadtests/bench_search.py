@@ -40,8 +40,14 @@ def turns_of(conv: dict[str, Any]) -> list[dict[str, Any]]:
     n = 1
     while f"session_{n}" in c:
         for t in c[f"session_{n}"]:
-            out.append({"content": f"{t['speaker']}: {t['text']}", "session_id": f"session_{n}",
-                        "metadata": {"dia_id": t["dia_id"]}, "type": "event"})
+            out.append(
+                {
+                    "content": f"{t['speaker']}: {t['text']}",
+                    "session_id": f"session_{n}",
+                    "metadata": {"dia_id": t["dia_id"]},
+                    "type": "event",
+                }
+            )
         n += 1
     return out
 

@@ -7,9 +7,7 @@ changes, and returns API schemas. Nothing else opens tenant transactions.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -18,27 +16,24 @@ from typing import Any
 
 from memvault import __version__
 from memvault.audit import repository as audit
+from memvault.audit.schemas import AuditEntryOut, AuditPage
 from memvault.embeddings import EmbeddingUnavailable
 from memvault.entities.service import EntityOps
 from memvault.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
 from memvault.events.service import EventOps
-from memvault.facade import FacadeBase
+from memvault.facade import FacadeBase, NamespaceNotFound
+from memvault.forget.service import ForgetOps
+from memvault.guard import ensure_no_secrets
 from memvault.keys import repository as keys_repo
 from memvault.keys import tokens
 from memvault.keys.schemas import KeyCreated, KeyIn, KeyOut
 from memvault.memories import repository as memories_repo
-from memvault.memories.models import Memory
-from memvault.memories.schemas import (
-    MemoryFilters,
-    MemoryIn,
-    MemoryOut,
-    MemoryPage,
-    MemoryPatch,
-)
+from memvault.memories.service import MemoryOps, memory_out
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.namespaces.schemas import NamespaceIn, NamespaceOut
-from memvault.principal import Principal
+from memvault.portability.service import PortabilityOps
+from memvault.principal import OPERATOR, Principal
 from memvault.retrieval.hybrid import hybrid_search
 from memvault.retrieval.schemas import SearchIn, SearchMetrics, SearchOut, SearchResult, Signals
 from memvault.tenants import service as tenants_service
@@ -48,11 +43,6 @@ log = logging.getLogger(__name__)
 
 # A key's last-used time is written at most this often, so reads do not each cost a write.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
-
-
-class MemoryNotFound(NotFound):
-    code = "memory_not_found"
-    title = "Memory not found"
 
 
 class KeyNotFound(NotFound):
@@ -75,44 +65,6 @@ class RevokedApiKey(Unauthenticated):
     title = "API key revoked"
 
 
-_WS = re.compile(r"\s+")
-
-
-def content_hash(content: str) -> str:
-    """Hash of the normalised text: case and whitespace differences are the same memory."""
-    return hashlib.sha256(_WS.sub(" ", content.strip().lower()).encode()).hexdigest()
-
-
-def memory_out(m: Memory, namespace: str) -> MemoryOut:
-    return MemoryOut(
-        id=m.id,
-        namespace=namespace,
-        type=m.type,
-        key=m.key,
-        content=m.content,
-        user_id=m.user_id,
-        agent_id=m.agent_id,
-        session_id=m.session_id,
-        scope=m.scope,
-        metadata=m.metadata_,
-        importance=m.importance,
-        confidence=m.confidence,
-        state=m.state,
-        valid_from=m.valid_from,
-        valid_to=m.valid_to,
-        recorded_at=m.recorded_at,
-        superseded_at=m.superseded_at,
-        superseded_by=m.superseded_by,
-        embedding_model=m.embedding_model,
-        content_hash=m.content_hash,
-        access_count=m.access_count,
-        last_accessed_at=m.last_accessed_at,
-        created_by=m.created_by,
-        created_at=m.created_at,
-        updated_at=m.updated_at,
-    )
-
-
 def namespace_out(ns: Namespace, memory_count: int) -> NamespaceOut:
     return NamespaceOut(
         id=ns.id, name=ns.name, description=ns.description, created_at=ns.created_at, memory_count=memory_count
@@ -128,7 +80,7 @@ class Health:
     embedded_database: bool
 
 
-class NamespaceAPI(EntityOps, EventOps, TraceOps, FacadeBase):
+class NamespaceAPI(MemoryOps, EntityOps, EventOps, TraceOps, ForgetOps, PortabilityOps, FacadeBase):
     # ---- authentication -------------------------------------------------------------------
 
     async def authenticate(self, raw_key: str) -> Principal:
@@ -166,6 +118,7 @@ class NamespaceAPI(EntityOps, EventOps, TraceOps, FacadeBase):
     async def create_namespace(self, p: Principal, body: NamespaceIn) -> NamespaceOut:
         """Create a namespace: an isolated memory space inside the tenant."""
         p.require("admin", body.name)
+        ensure_no_secrets(body.description, field="description")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             ns = await ns_repo.create(tx.session, p.tenant_id, body.name, body.description)
             if ns is None:
@@ -208,9 +161,12 @@ class NamespaceAPI(EntityOps, EventOps, TraceOps, FacadeBase):
 
     # ---- API keys -------------------------------------------------------------------------
 
-    async def create_key(self, p: Principal, body: KeyIn) -> KeyCreated:
-        """Create an API key. The key is in the response once and never again."""
+    async def create_key(self, p: Principal, body: KeyIn, *, operator: bool = False) -> KeyCreated:
+        """Create an API key. The key is in the response once and never again. ``operator`` (CLI
+        only) adds the scope that writes system-wide memories."""
         p.require("admin")
+        if operator:
+            p.require(OPERATOR)
         if not p.covers(body.namespaces):
             # A key limited to some namespaces cannot mint one that reaches further.
             raise Forbidden("A namespace-limited key can only create keys limited to its own namespaces.")
@@ -219,7 +175,7 @@ class NamespaceAPI(EntityOps, EventOps, TraceOps, FacadeBase):
                 tx.session,
                 p.tenant_id,
                 name=body.name,
-                scopes=body.scopes,
+                scopes=[*body.scopes, OPERATOR] if operator else body.scopes,
                 namespaces=body.namespaces,
                 default_namespace=body.default_namespace,
             )
@@ -252,129 +208,65 @@ class NamespaceAPI(EntityOps, EventOps, TraceOps, FacadeBase):
             await audit.record(tx.session, p.tenant_id, p.subject, "key.revoke", target_id=str(key_id))
         return KeyOut.model_validate(row)
 
-    # ---- memories -------------------------------------------------------------------------
+    # ---- audit ----------------------------------------------------------------------------
 
-    async def _embed(self, texts: list[str]) -> list[list[float]]:
-        return await self._embedder.embed(texts)
-
-    def _row(self, p: Principal, ns: Namespace, body: MemoryIn, vector: list[float]) -> dict[str, Any]:
-        return {
-            "id": uuid.uuid4(),
-            "tenant_id": p.tenant_id,
-            "namespace_id": ns.id,
-            "type": body.type.value,
-            "key": body.key,
-            "content": body.content,
-            "user_id": body.user_id,
-            "agent_id": body.agent_id,
-            "session_id": body.session_id,
-            "metadata_": body.metadata,
-            "importance": body.importance,
-            "confidence": body.confidence,
-            "state": body.state.value,
-            "valid_from": body.valid_from,
-            "valid_to": body.valid_to,
-            "embedding": vector,
-            "embedding_model": self._embedder.model_id,
-            "content_hash": content_hash(body.content),
-            "created_by": p.subject,
-        }
-
-    async def store(self, p: Principal, ns: str, body: MemoryIn) -> MemoryOut:
-        """Store one memory."""
-        return (await self.store_many(p, ns, [body]))[0]
-
-    async def store_many(self, p: Principal, ns: str, bodies: list[MemoryIn]) -> list[MemoryOut]:
-        """Store memories in one embedding batch and one transaction: all of them or none."""
-        p.require("write", ns)
-        # Embed before the transaction opens, so no connection waits on the model.
-        vectors = await self._embed([b.content for b in bodies])
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
-            rows = [self._row(p, namespace, b, v) for b, v in zip(bodies, vectors, strict=True)]
-            created = await memories_repo.insert_many(tx.session, rows)
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
-                "memory.create",
-                namespace_id=namespace.id,
-                target_id=str(created[0].id) if len(created) == 1 else None,
-                detail={"count": len(created)} if len(created) > 1 else {},
-            )
-        return [memory_out(m, ns) for m in created]
-
-    async def get_memory(self, p: Principal, ns: str, memory_id: uuid.UUID) -> MemoryOut:
-        p.require("read", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
-            # One statement both counts the access and returns the row as it now is.
-            m = await memories_repo.get_and_touch(tx.session, p.tenant_id, namespace.id, memory_id)
-            if m is None:
-                raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
-        return memory_out(m, ns)
-
-    async def list_memories(
+    async def list_audit(
         self,
         p: Principal,
-        ns: str,
-        filters: MemoryFilters | None = None,
         *,
-        limit: int = 50,
+        namespace: str | None = None,
+        action: str | None = None,
+        target_id: str | None = None,
+        since: datetime | None = None,
+        limit: int = 100,
         cursor: str | None = None,
-    ) -> MemoryPage:
-        """List memories newest first, with a cursor for the next page."""
-        p.require("read", ns)
+    ) -> AuditPage:
+        """The tenant's audit log, newest first. Admin scope; a namespace-limited key sees only
+        entries of its namespaces."""
+        p.require("admin", namespace)
+        before_id: int | None = None
+        if cursor is not None:
+            if not cursor.isdigit():
+                raise InvalidInput("cursor is not one this API returned", extra={"field": "cursor"})
+            before_id = int(cursor)
         async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
-            rows, next_cursor = await memories_repo.page(
-                tx.session, p.tenant_id, namespace.id, filters, limit=limit, cursor=cursor
-            )
-        return MemoryPage(data=[memory_out(m, ns) for m in rows], next_cursor=next_cursor)
-
-    async def update_memory(self, p: Principal, ns: str, memory_id: uuid.UUID, patch: MemoryPatch) -> MemoryOut:
-        """Change fields of a memory; new content is re-embedded."""
-        p.require("write", ns)
-        values: dict[str, Any] = {}
-        for name in patch.model_fields_set:
-            value = getattr(patch, name)
-            values["metadata_" if name == "metadata" else name] = getattr(value, "value", value)
-        if patch.content is not None:
-            values["embedding"] = (await self._embed([patch.content]))[0]
-            values["embedding_model"] = self._embedder.model_id
-            values["content_hash"] = content_hash(patch.content)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
-            current = await memories_repo.get(tx.session, p.tenant_id, namespace.id, memory_id)
-            if current is None:
-                raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
-            vf = values.get("valid_from", current.valid_from)
-            vt = values.get("valid_to", current.valid_to)
-            if vf is not None and vt is not None and vt < vf:
-                raise InvalidInput("valid_to must not be before valid_from", extra={"field": "valid_to"})
-            m = await memories_repo.update_fields(tx.session, p.tenant_id, namespace.id, memory_id, values)
-            assert m is not None
-            await audit.record(
+            names = {ns.id: ns.name for ns, _ in await ns_repo.list_with_counts(tx.session, p.tenant_id, None)}
+            if namespace is not None:
+                wanted: list[uuid.UUID] | None = [i for i, n in names.items() if n == namespace]
+                if not wanted:
+                    raise NamespaceNotFound(f"No namespace named '{namespace}'.")
+            elif p.namespaces is not None:
+                wanted = [i for i, n in names.items() if n in p.namespaces]
+            else:
+                wanted = None
+            rows = await audit.page(
                 tx.session,
                 p.tenant_id,
-                p.subject,
-                "memory.update",
-                namespace_id=namespace.id,
-                target_id=str(memory_id),
-                detail={"fields": sorted(patch.model_fields_set)},
+                namespace_ids=wanted,
+                action=action,
+                target_id=target_id,
+                since=since,
+                limit=limit + 1,
+                before_id=before_id,
             )
-        return memory_out(m, ns)
-
-    async def delete_memory(self, p: Principal, ns: str, memory_id: uuid.UUID) -> None:
-        """Delete a memory permanently."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
-            if not await memories_repo.remove(tx.session, p.tenant_id, namespace.id, memory_id):
-                raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
-            await audit.record(
-                tx.session, p.tenant_id, p.subject, "memory.delete", namespace_id=namespace.id, target_id=str(memory_id)
-            )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return AuditPage(
+            data=[
+                AuditEntryOut(
+                    id=r.id,
+                    at=r.at,
+                    actor=r.actor,
+                    action=r.action,
+                    namespace=names.get(r.namespace_id) if r.namespace_id else None,
+                    namespace_id=r.namespace_id,
+                    target_id=r.target_id,
+                    detail=r.detail,
+                )
+                for r in rows
+            ],
+            next_cursor=str(rows[-1].id) if more and rows else None,
+        )
 
     # ---- search ---------------------------------------------------------------------------
 

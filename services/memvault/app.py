@@ -13,17 +13,20 @@ from fastapi import FastAPI
 
 from memvault import __version__
 from memvault.api import NamespaceAPI
+from memvault.audit.router import router as audit_router
 from memvault.config import Settings
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import Embedder, build_embedder
 from memvault.entities.router import router as entities_router
 from memvault.events.router import router as events_router
+from memvault.forget.router import router as forget_router
 from memvault.gateway import problems
 from memvault.gateway.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from memvault.keys.router import router as keys_router
 from memvault.memories.router import router as memories_router
 from memvault.namespaces.router import router as namespaces_router
+from memvault.portability.router import router as portability_router
 from memvault.runtime import database_urls
 from memvault.status.router import router as status_router
 from memvault.traces.router import router as traces_router
@@ -70,7 +73,9 @@ def create_app(
         lifespan=lifespan,
     )
     problems.install(app)
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodyLimitMiddleware, max_bytes=settings.max_body_bytes, import_max_bytes=settings.max_import_bytes
+    )
     app.add_middleware(RequestIdMiddleware)
     for router in (
         status_router,
@@ -80,6 +85,9 @@ def create_app(
         events_router,
         entities_router,
         traces_router,
+        forget_router,
+        portability_router,
+        audit_router,
     ):
         app.include_router(router)
     return app

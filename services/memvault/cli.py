@@ -165,7 +165,7 @@ async def _tenant_principal(db: Any, name: str) -> Any:
         tenant = await tenants_service.by_name(s, name)
     if tenant is None:
         raise NotFound(f"no tenant named '{name}'")
-    return Principal.system(tenant.id, subject="cli")
+    return Principal.system(tenant.id, subject="cli", operator=True)
 
 
 def cmd_admin(args: argparse.Namespace) -> int:
@@ -198,7 +198,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
                 namespaces=csv(args.namespaces),
                 default_namespace=args.default_namespace,
             )
-            return (await api.create_key(p, body)).model_dump(mode="json")
+            return (await api.create_key(p, body, operator=args.operator)).model_dump(mode="json")
 
     elif args.admin_cmd == "list-keys":
 
@@ -257,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--scopes", help="comma-separated: read,write,admin (default read,write)")
     ck.add_argument("--namespaces", help="comma-separated allow-list (default: all)")
     ck.add_argument("--default-namespace")
+    ck.add_argument(
+        "--operator", action="store_true", help="also grant 'operator': may write system-scope memories for all tenants"
+    )
     lk = asub.add_parser("list-keys", help="list a tenant's API keys")
     lk.add_argument("--tenant", required=True)
     rk = asub.add_parser("revoke-key", help="revoke an API key")

@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     port: int = Field(default=8080)
     public_url: str | None = Field(default=None, description="Base URL clients use. Unset: http://host:port.")
     max_body_bytes: int = Field(default=5 * 1024 * 1024, description="Larger request bodies get 413.")
+    max_import_bytes: int = Field(
+        default=256 * 1024 * 1024, description="Limit for one namespace import (`POST .../import`) body."
+    )
     log_level: str = Field(default="INFO")
 
     # First start of an empty database.

@@ -10,9 +10,19 @@ from memvault.errors import Forbidden
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
+# Writes system-scope memories, which every tenant reads. Granted only from the CLI, never by
+# another key, so no tenant can promote itself to speak to all tenants.
+OPERATOR = "operator"
+# The reserved tenant that holds system-scope memories (created by migration 0002).
+SYSTEM_TENANT_ID = uuid.UUID("00000000-0000-0000-0000-000000000000")
 
 # A scope implies the ones below it: admin can write, write can read.
-_IMPLIED: dict[str, set[str]] = {"read": {"read"}, "write": {"read", "write"}, "admin": {"read", "write", "admin"}}
+_IMPLIED: dict[str, set[str]] = {
+    "read": {"read"},
+    "write": {"read", "write"},
+    "admin": {"read", "write", "admin"},
+    OPERATOR: {OPERATOR},
+}
 
 
 @dataclass(frozen=True)
@@ -26,9 +36,16 @@ class Principal:
     key_id: uuid.UUID | None = field(default=None, compare=False)
 
     @classmethod
-    def system(cls, tenant_id: uuid.UUID, subject: str = "system") -> Principal:
-        """For jobs and the CLI: full rights inside one tenant, never across tenants."""
-        return cls(tenant_id=tenant_id, scopes=frozenset(SCOPES), subject=subject)
+    def system(cls, tenant_id: uuid.UUID, subject: str = "system", *, operator: bool = False) -> Principal:
+        """For jobs and the CLI: full rights inside one tenant, never across tenants. Only the CLI
+        passes ``operator``: the machine's owner may mint operator keys."""
+        scopes = {*SCOPES, OPERATOR} if operator else set(SCOPES)
+        return cls(tenant_id=tenant_id, scopes=frozenset(scopes), subject=subject)
+
+    @property
+    def unrestricted(self) -> bool:
+        """Reaches every namespace of its tenant (needed to write tenant-wide memories)."""
+        return self.namespaces is None
 
     def has(self, scope: str) -> bool:
         return any(scope in _IMPLIED[s] for s in self.scopes if s in _IMPLIED)

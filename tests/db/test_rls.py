@@ -13,11 +13,28 @@ from psycopg import errors
 
 from memvault.api import NamespaceAPI
 from memvault.db.urls import DatabaseUrls
+from memvault.entities.schemas import EntityIn, RelationIn
+from memvault.events.schemas import EventsIn, MessageIn
 from memvault.keys import tokens
 from memvault.memories.schemas import MemoryIn
 from tests.conftest import Tenant
 
-TABLES = ("tenants", "namespaces", "api_keys", "memories", "audit_log")
+TABLES = (
+    "tenants",
+    "namespaces",
+    "api_keys",
+    "memories",
+    "audit_log",
+    "memory_history",
+    "events",
+    "sessions",
+    "jobs",
+    "entities",
+    "relations",
+    "memory_entities",
+    "traces",
+    "trace_steps",
+)
 TENANT_COLUMN = {table: "tenant_id" for table in TABLES} | {"tenants": "id"}
 
 # A harmless change per table the app role may write, to show RLS hides the other tenant's rows from it.
@@ -48,14 +65,36 @@ async def owner_conn(pg_urls: DatabaseUrls) -> AsyncIterator[psycopg.AsyncConnec
 
 
 @pytest.fixture
-async def data(api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant) -> None:
-    """Rows for both tenants in every table: each has a tenant, namespace, key, audit entries, and memories."""
+async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenant_b: Tenant) -> None:
+    """Rows for both tenants in every table: a tenant, namespace, key, audit entries, memories with
+    history, a conversation with its job, a small entity graph linked to a memory, and a trace."""
     for tenant in (tenant_a, tenant_b):
-        await api.store_many(
-            tenant.principal,
+        p = tenant.principal
+        stored = await api.store_many(
+            p,
             "default",
             [MemoryIn(content=f"{tenant.name} likes green tea"), MemoryIn(content=f"{tenant.name} lives in Oslo")],
         )
+        await api.ingest_events(
+            p, "default", EventsIn(session_id="s1", messages=[MessageIn(role="user", content="hello there")])
+        )
+        ana = await api.create_entity(p, "default", EntityIn(name="Ana", type="person"))
+        oslo = await api.create_entity(p, "default", EntityIn(name="Oslo", type="location"))
+        await api.create_relation(p, "default", RelationIn(source_id=ana.id, type="lives_in", target_id=oslo.id))
+        await api.link_entities(p, "default", stored[1].id, [ana.id, oslo.id])
+        # Traces are written as the owner here: only their tenant column matters to these tests.
+        async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as owner:
+            ns_id = await scalar(owner, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant.id,))
+            trace = await scalar(
+                owner,
+                "INSERT INTO traces (tenant_id, namespace_id, task, created_by) VALUES (%s, %s, 'tidy up', 't') "
+                "RETURNING id",
+                (tenant.id, ns_id),
+            )
+            await owner.execute(
+                "INSERT INTO trace_steps (tenant_id, trace_id, seq, thought) VALUES (%s, %s, 1, 'start')",
+                (tenant.id, trace),
+            )
 
 
 async def scalar(conn: psycopg.AsyncConnection, sql: str, params: tuple[Any, ...] = ()) -> Any:
@@ -278,6 +317,16 @@ class TestAppRole:
         assert sorted(owners) == sorted(TABLES)
         assert "memvault_app" not in owners.values()
 
+    async def test_every_table_with_a_tenant_column_is_covered(self, app_conn: psycopg.AsyncConnection) -> None:
+        # A new tenant table fails here until it has RLS and is added to TABLES (and so to every test above).
+        cur = await app_conn.execute(
+            "SELECT c.relname, c.relrowsecurity FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid "
+            "WHERE c.relkind = 'r' AND a.attname = 'tenant_id' AND c.relnamespace = 'public'::regnamespace"
+        )
+        found = dict(await cur.fetchall())
+        assert sorted(found) == sorted(set(TABLES) - {"tenants"})
+        assert all(found.values())
+
     async def test_row_level_security_is_enabled_on_every_table(self, app_conn: psycopg.AsyncConnection) -> None:
         cur = await app_conn.execute(
             "SELECT relname, relrowsecurity FROM pg_class WHERE relkind = 'r' AND relname = ANY(%s)", (list(TABLES),)
@@ -353,3 +402,28 @@ class TestKeyLookupFunction:
         cur = await app_conn.execute("SELECT count(*) FROM memvault_find_api_key(%s)", (f"mv_{uuid.uuid4().hex[:12]}",))
 
         assert await cur.fetchone() == (0,)
+
+
+class TestSystemScope:
+    async def test_readable_by_a_tenant_not_without_one_and_never_writable(
+        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        system = "00000000-0000-0000-0000-000000000000"
+        mid = await scalar(
+            owner_conn,
+            "INSERT INTO memories (tenant_id, namespace_id, scope, type, content, content_hash, created_by) "
+            "VALUES (%s, NULL, 'system', 'instruction', 'be kind', 'h', 'operator') RETURNING id",
+            (system,),
+        )
+        try:
+            assert await scalar(app_conn, "SELECT count(*) FROM memories WHERE id = %s", (mid,)) == 0
+            async with app_conn.transaction():
+                await set_tenant(app_conn, tenant_a)
+                assert await scalar(app_conn, "SELECT count(*) FROM memories WHERE id = %s", (mid,)) == 1
+                cur = await app_conn.execute("UPDATE memories SET content = 'be rude' WHERE id = %s", (mid,))
+                assert cur.rowcount == 0
+                cur = await app_conn.execute("DELETE FROM memories WHERE id = %s", (mid,))
+                assert cur.rowcount == 0
+            assert await scalar(owner_conn, "SELECT content FROM memories WHERE id = %s", (mid,)) == "be kind"
+        finally:
+            await owner_conn.execute("DELETE FROM memories WHERE id = %s", (mid,))

@@ -123,7 +123,7 @@ class TestCreate:
         assert m["confidence"] == pytest.approx(0.9)
         assert at(m["valid_from"]) == datetime(2024, 1, 1, tzinfo=UTC)
         assert at(m["valid_to"]) == datetime(2029, 12, 31, 22, tzinfo=UTC)
-        assert m["scope"] == "namespace"
+        assert m["scope"] == "user"  # a memory with a user_id is that user's unless told otherwise
         assert m["embedding_model"] == MODEL
         assert len(m["content_hash"]) == 64
         int(m["content_hash"], 16)
@@ -288,7 +288,7 @@ class TestUpdate:
 
     async def test_null_clears_an_optional_field(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
         span = {"valid_from": "2024-01-01T00:00:00Z", "valid_to": "2025-01-01T00:00:00Z"}
-        m = await store(client, tenant_a, COFFEE, user_id="u1", key="drink", **span)
+        m = await store(client, tenant_a, COFFEE, user_id="u1", key="drink", scope="namespace", **span)
 
         r = await self.patch(client, tenant_a, m["id"], {"user_id": None, "key": None, "valid_to": None})
 
@@ -505,14 +505,23 @@ class TestList:
         both = await listed(client, tenant_a, [("type", "fact"), ("type", "preference")])
         assert sorted(ids(both)) == sorted([fact["id"], pref["id"]])
 
-    @pytest.mark.parametrize("field", ["user_id", "agent_id", "session_id"])
-    async def test_filter_by_owner(self, client: httpx.AsyncClient, tenant_a: Tenant, field: str) -> None:
-        mine = await store(client, tenant_a, COFFEE, **{field: "alice"})
-        await store(client, tenant_a, CAR, **{field: "bob"})
+    async def test_filter_by_agent(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        mine = await store(client, tenant_a, COFFEE, agent_id="alice")
+        await store(client, tenant_a, CAR, agent_id="bob")
         await store(client, tenant_a, BUDGET)
 
-        assert ids(await listed(client, tenant_a, {field: "alice"})) == [mine["id"]]
-        assert await listed(client, tenant_a, {field: "carol"}) == []
+        assert ids(await listed(client, tenant_a, {"agent_id": "alice"})) == [mine["id"]]
+        assert await listed(client, tenant_a, {"agent_id": "carol"}) == []
+
+    @pytest.mark.parametrize("field", ["user_id", "session_id"])
+    async def test_reading_as_a_user_or_session(self, client: httpx.AsyncClient, tenant_a: Tenant, field: str) -> None:
+        # Their own memories and the shared ones (the scope chain), never another user's or session's.
+        mine = await store(client, tenant_a, COFFEE, **{field: "alice"})
+        await store(client, tenant_a, CAR, **{field: "bob"})
+        shared = await store(client, tenant_a, BUDGET)
+
+        assert sorted(ids(await listed(client, tenant_a, {field: "alice"}))) == sorted([mine["id"], shared["id"]])
+        assert ids(await listed(client, tenant_a, {field: "carol"})) == [shared["id"]]
 
     async def test_archived_only_when_asked(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
         stable = await store(client, tenant_a, COFFEE)

@@ -51,7 +51,7 @@ class Database:
         self._owner_sessions = async_sessionmaker(self.owner_engine, expire_on_commit=False)
 
     @asynccontextmanager
-    async def tenant_tx(self, tenant_id: uuid.UUID) -> AsyncIterator[TenantTx]:
+    async def tenant_tx(self, tenant_id: uuid.UUID, *, snapshot: bool = False) -> AsyncIterator[TenantTx]:
         """A transaction in which row-level security admits only ``tenant_id``'s rows.
 
         ``set_config(..., true)`` is transaction-local, so a pooled connection never carries the
@@ -59,6 +59,9 @@ class Database:
         successful commit; an exception rolls back and drops them.
         """
         async with self._sessions() as session, session.begin():
+            if snapshot:
+                # One consistent view across many statements (an export that pages through tables).
+                await session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
             await session.execute(text("SELECT set_config('app.tenant_id', :tid, true)"), {"tid": str(tenant_id)})
             tx = TenantTx(session, tenant_id)
             yield tx

@@ -61,16 +61,22 @@ class _TooLarge(HTTPException):
 
 
 class BodyLimitMiddleware:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, import_max_bytes: int | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        # Restoring an export is one request by design (all or nothing), so it gets its own limit.
+        self.import_max_bytes = import_max_bytes or max_bytes
 
-    async def _reject(self, scope: Scope, send: Send) -> None:
+    def _limit(self, scope: Scope) -> int:
+        path: str = scope.get("path", "")
+        return self.import_max_bytes if path.endswith("/import") and scope.get("method") == "POST" else self.max_bytes
+
+    async def _reject(self, scope: Scope, send: Send, limit: int) -> None:
         body: dict[str, Any] = {
             "type": "https://memvault.dev/errors/payload_too_large",
             "title": "Request body too large",
             "status": 413,
-            "detail": f"Request bodies are limited to {self.max_bytes} bytes.",
+            "detail": f"Request bodies are limited to {limit} bytes.",
             "code": "payload_too_large",
         }
         rid = scope.get("state", {}).get("request_id")
@@ -93,9 +99,10 @@ class BodyLimitMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self._limit(scope)
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._reject(scope, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._reject(scope, send, limit)
             return
         received = 0
         started = False
@@ -105,8 +112,8 @@ class BodyLimitMiddleware:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise _TooLarge(self.max_bytes)
+                if received > limit:
+                    raise _TooLarge(limit)
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -119,4 +126,4 @@ class BodyLimitMiddleware:
             await self.app(scope, counting_receive, tracking_send)
         except _TooLarge:
             if not started:
-                await self._reject(scope, send)
+                await self._reject(scope, send, limit)

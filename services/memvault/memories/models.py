@@ -6,16 +6,18 @@ from typing import Any
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
+    BigInteger,
     Computed,
     DateTime,
     Float,
     ForeignKeyConstraint,
+    Identity,
     Integer,
     Text,
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memvault.db.base import Base
@@ -35,7 +37,8 @@ class Memory(Base):
     id: Mapped[uuid.UUID] = mapped_column(
         UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")
     )
-    namespace_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    # NULL for tenant- and system-scope memories, which belong to no one namespace.
+    namespace_id: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
 
     type: Mapped[str] = mapped_column(Text)
     key: Mapped[str | None] = mapped_column(Text)
@@ -55,6 +58,10 @@ class Memory(Base):
     recorded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     superseded_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     superseded_by: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    supersedes: Mapped[uuid.UUID | None] = mapped_column(UUID(as_uuid=True))
+    source_event_ids: Mapped[list[uuid.UUID]] = mapped_column(
+        ARRAY(UUID(as_uuid=True)), server_default=text("'{}'::uuid[]")
+    )
 
     embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIM))
     embedding_model: Mapped[str | None] = mapped_column(Text)
@@ -66,3 +73,16 @@ class Memory(Base):
     created_by: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class MemoryHistoryEntry(Base):
+    __tablename__ = "memory_history"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    memory_id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True))
+    action: Mapped[str] = mapped_column(Text)
+    actor: Mapped[str] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
+    changed_fields: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{}'::text[]"))
+    snapshot: Mapped[dict[str, Any]] = mapped_column(JSONB)

@@ -7,33 +7,255 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, insert, select, tuple_, update
+from sqlalchemy import ColumnElement, and_, case, delete, exists, func, insert, or_, select, text, true, tuple_, update
+from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from memvault.errors import InvalidInput
-from memvault.memories.models import Memory
-from memvault.memories.schemas import MemoryFilters, MemoryState
+from memvault.memories.models import Memory, MemoryHistoryEntry
+from memvault.memories.schemas import SCOPE_RANK, MemoryFilters, MemoryState
+from memvault.principal import SYSTEM_TENANT_ID
 
 
-def scope_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> list[ColumnElement[bool]]:
-    return [Memory.tenant_id == tenant_id, Memory.namespace_id == namespace_id]
+def _rank(m: Any) -> ColumnElement[int]:
+    return case({level: rank for level, rank in SCOPE_RANK.items()}, value=m.scope)
+
+
+def scope_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID | None) -> list[ColumnElement[bool]]:
+    """Rows of this tenant reached by id through this namespace: its own, and the tenant's (or, in
+    the system tenant, the system's) shared ones, which belong to no namespace."""
+    return [
+        Memory.tenant_id == tenant_id,
+        or_(
+            Memory.namespace_id == namespace_id,
+            and_(Memory.namespace_id.is_(None), Memory.scope.in_(["tenant", "system"])),
+        ),
+    ]
+
+
+def _chain(m: Any, tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters, *, strict: bool) -> Any:
+    """The scope chain a read walks: the namespace's rows, the tenant's and the system's.
+
+    Reading for a user U and/or session S sees U's user-scope rows and S's session-scope rows
+    beside the shared ones, and no other user's or session's. Without U and S (browsing the
+    namespace) every row of the namespace is visible, but ``strict`` (used to decide which row
+    shadows which) counts only the shared levels: one user's override never hides a default from
+    another reader.
+    """
+    if f.user_id is None and f.session_id is None and not strict:
+        in_namespace: Any = true()
+    else:
+        levels: list[Any] = [m.scope == "namespace"]
+        if f.user_id is not None:
+            levels.append(and_(m.scope == "user", m.user_id == f.user_id))
+        if f.session_id is not None:
+            levels.append(and_(m.scope == "session", m.session_id == f.session_id))
+        in_namespace = or_(*levels)
+    return or_(
+        and_(m.tenant_id == tenant_id, m.namespace_id == namespace_id, in_namespace),
+        and_(m.tenant_id == tenant_id, m.namespace_id.is_(None), m.scope == "tenant"),
+        and_(m.tenant_id == SYSTEM_TENANT_ID, m.scope == "system"),
+    )
+
+
+def _time(m: Any, f: MemoryFilters) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
+    if f.knowledge_at is None:
+        conds.append(m.superseded_at.is_(None))
+    else:
+        conds += [m.recorded_at <= f.knowledge_at, or_(m.superseded_at.is_(None), m.superseded_at > f.knowledge_at)]
+    if f.valid_at is not None:
+        conds += [
+            or_(m.valid_from.is_(None), m.valid_from <= f.valid_at),
+            or_(m.valid_to.is_(None), m.valid_to > f.valid_at),
+        ]
+    return conds
+
+
+def _states(f: MemoryFilters) -> list[str]:
+    if f.state:
+        return [s.value for s in f.state]
+    states = [MemoryState.tentative.value, MemoryState.stable.value]
+    return [*states, MemoryState.archived.value] if f.include_archived else states
 
 
 def filter_conditions(f: MemoryFilters | None) -> list[ColumnElement[bool]]:
-    """Filters shared by list and search, all evaluated inside SQL."""
+    """Field filters shared by list and search (owner fields act through the scope chain)."""
     f = f or MemoryFilters()
-    conds: list[ColumnElement[bool]] = []
+    conds: list[ColumnElement[bool]] = [Memory.state.in_(_states(f))]
     if f.type:
         conds.append(Memory.type.in_([t.value for t in f.type]))
-    for field in ("user_id", "agent_id", "session_id"):
-        value = getattr(f, field)
-        if value is not None:
-            conds.append(getattr(Memory, field) == value)
-    states = [s.value for s in f.state] if f.state else [MemoryState.tentative.value, MemoryState.stable.value]
-    conds.append(Memory.state.in_(states))
+    if f.agent_id is not None:
+        conds.append(Memory.agent_id == f.agent_id)
+    if f.scopes:
+        conds.append(Memory.scope.in_([s.value for s in f.scopes]))
     if f.metadata:
         conds.append(Memory.metadata_.contains(f.metadata))
     return conds
+
+
+def read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters | None) -> list[Any]:
+    """Everything a list or search applies inside SQL: the scope chain, time, lifecycle, filters,
+    and narrowest-scope-wins for memories that share type and key."""
+    f = f or MemoryFilters()
+    narrower = aliased(Memory)
+    shadowed = exists().where(
+        narrower.key == Memory.key,
+        narrower.type == Memory.type,
+        _rank(narrower) < _rank(Memory),
+        narrower.state.in_(_states(f)),
+        _chain(narrower, tenant_id, namespace_id, f, strict=True),
+        *_time(narrower, f),
+    )
+    return [
+        _chain(Memory, tenant_id, namespace_id, f, strict=False),
+        *_time(Memory, f),
+        *filter_conditions(f),
+        or_(Memory.key.is_(None), ~shadowed),
+    ]
+
+
+def owner_of(scope: str, user_id: str | None, session_id: str | None) -> str:
+    """The owner a key is unique under at this scope level (see uq_memories_current_key)."""
+    return (session_id if scope == "session" else user_id if scope == "user" else None) or ""
+
+
+async def current_for_key(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID | None,
+    *,
+    scope: str,
+    owner: str,
+    type: str,
+    key: str,
+) -> Memory | None:
+    """The current memory under (scope, owner, type, key), locked until the transaction ends.
+
+    A transaction-scoped advisory lock on the key comes first: concurrent writers of one key
+    queue here instead of all inserting and all but one failing on uq_memories_current_key."""
+    lock_name = f"memvault:key:{tenant_id}:{namespace_id}:{scope}:{owner}:{type}:{key}"
+    await s.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"), {"k": lock_name})
+    owner_col = Memory.session_id if scope == "session" else Memory.user_id if scope == "user" else None
+    stmt = select(Memory).where(
+        Memory.tenant_id == tenant_id,
+        Memory.namespace_id == namespace_id if namespace_id is not None else Memory.namespace_id.is_(None),
+        Memory.scope == scope,
+        Memory.type == type,
+        Memory.key == key,
+        Memory.superseded_at.is_(None),
+    )
+    if owner_col is not None:
+        stmt = stmt.where(owner_col == owner)
+    return await s.scalar(stmt.with_for_update())
+
+
+async def supersede(
+    s: AsyncSession, tenant_id: uuid.UUID, old: Memory, new_id: uuid.UUID, valid_to: datetime | None
+) -> Memory:
+    stmt = (
+        update(Memory)
+        .where(Memory.tenant_id == tenant_id, Memory.id == old.id)
+        .values(
+            superseded_at=func.clock_timestamp(),
+            superseded_by=new_id,
+            # What the new version says became true then stopped being true of the old one, unless
+            # the writer already bounded the old one's valid time.
+            valid_to=func.coalesce(Memory.valid_to, valid_to if valid_to is not None else func.clock_timestamp()),
+            updated_at=func.now(),
+        )
+        .returning(Memory)
+    )
+    result = await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
+    assert result is not None
+    return result
+
+
+SNAPSHOT_FIELDS = (
+    "content",
+    "type",
+    "key",
+    "scope",
+    "state",
+    "user_id",
+    "agent_id",
+    "session_id",
+    "importance",
+    "confidence",
+    "valid_from",
+    "valid_to",
+    "superseded_at",
+    "superseded_by",
+)
+
+
+def snapshot(m: Memory) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in SNAPSHOT_FIELDS:
+        value = getattr(m, name)
+        out[name] = (
+            value.isoformat() if isinstance(value, datetime) else str(value) if isinstance(value, uuid.UUID) else value
+        )
+    out["metadata"] = m.metadata_
+    return out
+
+
+async def record_history(
+    s: AsyncSession, tenant_id: uuid.UUID, memories: Sequence[Memory], action: str, actor: str, fields: list[str]
+) -> None:
+    if not memories:
+        return
+    await s.execute(
+        insert(MemoryHistoryEntry),
+        [
+            {
+                "tenant_id": tenant_id,
+                "memory_id": m.id,
+                "action": action,
+                "actor": actor,
+                "changed_fields": fields,
+                "snapshot": snapshot(m),
+            }
+            for m in memories
+        ],
+    )
+
+
+async def version_chain(s: AsyncSession, tenant_id: uuid.UUID, memory_id: uuid.UUID) -> list[Memory]:
+    """Every version linked to this one by supersession, oldest first, found by one recursive query."""
+    chain = text(
+        """
+        WITH RECURSIVE back(id, depth) AS (
+            SELECT id, 0 FROM memories WHERE tenant_id = :t AND id = :m
+            UNION
+            SELECT m.supersedes, b.depth + 1 FROM memories m JOIN back b ON m.tenant_id = :t AND m.id = b.id
+            WHERE m.supersedes IS NOT NULL AND b.depth < 10000
+        ), fwd(id, depth) AS (
+            SELECT id, 0 FROM memories WHERE tenant_id = :t AND id = :m
+            UNION
+            SELECT m.superseded_by, f.depth + 1 FROM memories m JOIN fwd f ON m.tenant_id = :t AND m.id = f.id
+            WHERE m.superseded_by IS NOT NULL AND f.depth < 10000
+        )
+        SELECT id FROM back UNION SELECT id FROM fwd
+        """
+    ).columns(id=UUID(as_uuid=True))
+    ids = list((await s.scalars(chain, {"t": tenant_id, "m": memory_id})).all())
+    if not ids:
+        return []
+    rows = await s.scalars(
+        select(Memory).where(Memory.tenant_id == tenant_id, Memory.id.in_(ids)).order_by(Memory.recorded_at, Memory.id)
+    )
+    return list(rows.all())
+
+
+async def history_entries(s: AsyncSession, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> list[MemoryHistoryEntry]:
+    rows = await s.scalars(
+        select(MemoryHistoryEntry)
+        .where(MemoryHistoryEntry.tenant_id == tenant_id, MemoryHistoryEntry.memory_id.in_(list(ids)))
+        .order_by(MemoryHistoryEntry.id)
+    )
+    return list(rows.all())
 
 
 async def insert_many(s: AsyncSession, rows: list[dict[str, Any]]) -> list[Memory]:
@@ -41,8 +263,20 @@ async def insert_many(s: AsyncSession, rows: list[dict[str, Any]]) -> list[Memor
     return list(result.all())
 
 
-async def get(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, memory_id: uuid.UUID) -> Memory | None:
-    return await s.scalar(select(Memory).where(*scope_conditions(tenant_id, namespace_id), Memory.id == memory_id))
+async def get(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID | None, memory_id: uuid.UUID, *, lock: bool = False
+) -> Memory | None:
+    stmt = select(Memory).where(*scope_conditions(tenant_id, namespace_id), Memory.id == memory_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    return await s.scalar(stmt, execution_options={"populate_existing": True})
+
+
+async def get_system(s: AsyncSession, memory_id: uuid.UUID) -> Memory | None:
+    """A system-scope memory, which every tenant may read (RLS policy system_read)."""
+    return await s.scalar(
+        select(Memory).where(Memory.tenant_id == SYSTEM_TENANT_ID, Memory.scope == "system", Memory.id == memory_id)
+    )
 
 
 def encode_cursor(m: Memory) -> str:
@@ -69,7 +303,7 @@ async def page(
     cursor: str | None,
 ) -> tuple[list[Memory], str | None]:
     """Newest first, keyset-paginated on (created_at, id) so pages never skip or repeat rows."""
-    stmt = select(Memory).where(*scope_conditions(tenant_id, namespace_id), *filter_conditions(filters))
+    stmt = select(Memory).where(*read_conditions(tenant_id, namespace_id, filters))
     if cursor:
         at, mid = decode_cursor(cursor)
         stmt = stmt.where(tuple_(Memory.created_at, Memory.id) < tuple_(at, mid))
@@ -80,23 +314,24 @@ async def page(
     return rows, (encode_cursor(rows[-1]) if more and rows else None)
 
 
-async def update_fields(
-    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, memory_id: uuid.UUID, values: dict[str, Any]
-) -> Memory | None:
+async def update_fields(s: AsyncSession, tenant_id: uuid.UUID, memory_id: uuid.UUID, values: dict[str, Any]) -> Memory:
     stmt = (
         update(Memory)
-        .where(*scope_conditions(tenant_id, namespace_id), Memory.id == memory_id)
+        .where(Memory.tenant_id == tenant_id, Memory.id == memory_id)
         .values(**values, updated_at=func.now())
         .returning(Memory)
     )
     # populate_existing: the caller may already hold this row (read to check it); without it the
     # session hands back that stale object instead of the values the UPDATE returned.
-    return await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
+    m = await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
+    assert m is not None  # the caller holds the row locked
+    return m
 
 
-async def remove(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, memory_id: uuid.UUID) -> bool:
-    stmt = delete(Memory).where(*scope_conditions(tenant_id, namespace_id), Memory.id == memory_id).returning(Memory.id)
-    return (await s.scalar(stmt)) is not None
+async def remove_ids(s: AsyncSession, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> int:
+    """Delete rows for good; their history and entity links go with them (ON DELETE CASCADE)."""
+    stmt = delete(Memory).where(Memory.tenant_id == tenant_id, Memory.id.in_(list(ids))).returning(Memory.id)
+    return len((await s.scalars(stmt)).all())
 
 
 async def get_and_touch(

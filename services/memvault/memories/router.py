@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
@@ -13,12 +14,14 @@ from memvault.memories.schemas import (
     MemoryBatchIn,
     MemoryBatchOut,
     MemoryFilters,
+    MemoryHistory,
     MemoryIn,
     MemoryOut,
     MemoryPage,
     MemoryPatch,
     MemoryState,
     MemoryType,
+    ScopeLevel,
 )
 from memvault.namespaces.router import NamespaceName
 from memvault.retrieval.schemas import SearchIn, SearchOut
@@ -60,13 +63,20 @@ async def list_memories(
     agent_id: Annotated[str | None, Query(max_length=200)] = None,
     session_id: Annotated[str | None, Query(max_length=200)] = None,
     state: Annotated[list[MemoryState] | None, Query(description="Default: tentative and stable.")] = None,
+    scope: Annotated[list[ScopeLevel] | None, Query(description="Scope levels to include; default all.")] = None,
+    knowledge_at: Annotated[datetime | None, Query(description="What we knew at this time.")] = None,
+    valid_at: Annotated[datetime | None, Query(description="What was true in the world at this time.")] = None,
+    include_archived: bool = False,
     metadata: Annotated[
         str | None, Query(description='JSON object; memories whose metadata contains it, e.g. {"project":"x"}.')
     ] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> MemoryPage:
-    """List memories newest first; follow `next_cursor` for more."""
+    """List memories newest first; follow `next_cursor` for more. With `user_id` and/or `session_id`
+    the list walks the scope chain: that session's and user's memories, the namespace's, the
+    tenant's and the system's, where a narrower memory hides a wider one with the same type and key.
+    Default: current knowledge (`knowledge_at` to look back), archived left out."""
     try:
         filters = MemoryFilters(
             type=type,
@@ -75,6 +85,10 @@ async def list_memories(
             session_id=session_id,
             state=state,
             metadata=_metadata_filter(metadata),
+            scopes=scope,
+            knowledge_at=knowledge_at,
+            valid_at=valid_at,
+            include_archived=include_archived,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -88,6 +102,24 @@ async def get_memory(ns: NamespaceName, memory_id: uuid.UUID, p: ReadPrincipal, 
     return await api.get_memory(p, ns, memory_id)
 
 
+@router.get("/memories/{memory_id}/history")
+async def memory_history(ns: NamespaceName, memory_id: uuid.UUID, p: ReadPrincipal, api: Api) -> MemoryHistory:
+    """Every version of this memory (superseded ones included) and every change, with who and when."""
+    return await api.memory_history(p, ns, memory_id)
+
+
+@router.post("/memories/{memory_id}/promote")
+async def promote_memory(ns: NamespaceName, memory_id: uuid.UUID, p: WritePrincipal, api: Api) -> MemoryOut:
+    """Make a tentative (or archived) memory stable."""
+    return await api.promote_memory(p, ns, memory_id)
+
+
+@router.post("/memories/{memory_id}/archive")
+async def archive_memory(ns: NamespaceName, memory_id: uuid.UUID, p: WritePrincipal, api: Api) -> MemoryOut:
+    """Archive a memory: kept, but out of search and lists unless `include_archived`."""
+    return await api.archive_memory(p, ns, memory_id)
+
+
 @router.patch("/memories/{memory_id}")
 async def update_memory(
     ns: NamespaceName, memory_id: uuid.UUID, body: MemoryPatch, p: WritePrincipal, api: Api
@@ -98,7 +130,7 @@ async def update_memory(
 
 @router.delete("/memories/{memory_id}", status_code=204)
 async def delete_memory(ns: NamespaceName, memory_id: uuid.UUID, p: WritePrincipal, api: Api) -> Response:
-    """Delete a memory permanently."""
+    """Delete a memory permanently: every version, its history and its entity links."""
     await api.delete_memory(p, ns, memory_id)
     return Response(status_code=204)
 

@@ -33,6 +33,19 @@ class MemoryState(StrEnum):
     archived = "archived"
 
 
+class ScopeLevel(StrEnum):
+    """Narrowest first: when two visible memories share type and key, the narrower one wins."""
+
+    session = "session"
+    user = "user"
+    namespace = "namespace"
+    tenant = "tenant"
+    system = "system"
+
+
+SCOPE_RANK = {level.value: rank for rank, level in enumerate(ScopeLevel)}
+
+
 def _storable_text(s: str) -> None:
     if "\x00" in s:
         raise ValueError("metadata strings must not contain NUL characters")
@@ -119,16 +132,47 @@ class MemoryIn(_ValidRange):
 
     content: Content
     type: MemoryType = MemoryType.fact
-    key: Key = None
+    key: Key = Field(
+        default=None,
+        description="Stable name of what this memory is about (e.g. `seat_preference`). Writing the same "
+        "(scope, owner, type, key) again supersedes the current memory instead of adding a second one.",
+    )
+    scope: ScopeLevel | None = Field(
+        default=None,
+        description="Who sees it: `session`, `user`, `namespace`, `tenant` (every namespace; admin keys) or "
+        "`system` (every tenant; operator keys). Default: `user` when user_id is set, else `session` when "
+        "session_id is set, else `namespace`.",
+    )
     user_id: OwnerId = None
     agent_id: OwnerId = None
     session_id: OwnerId = None
+    entity_ids: list[uuid.UUID] = Field(default_factory=list, max_length=50, description="Entities it concerns.")
+    source_event_ids: list[uuid.UUID] = Field(
+        default_factory=list, max_length=500, description="Events it was extracted from (provenance)."
+    )
     metadata: Metadata = Field(default_factory=dict)
     importance: float = Field(default=0.5, ge=0, le=1)
     confidence: float = Field(default=1.0, ge=0, le=1)
     state: MemoryState = MemoryState.stable
     valid_from: Timestamp = None
     valid_to: Timestamp = None
+
+    @model_validator(mode="after")
+    def _scope_owner(self) -> MemoryIn:
+        if self.scope is None:
+            self.scope = (
+                ScopeLevel.user if self.user_id else ScopeLevel.session if self.session_id else ScopeLevel.namespace
+            )
+        if self.scope is ScopeLevel.user and not self.user_id:
+            raise ValueError("scope 'user' needs a user_id")
+        if self.scope is ScopeLevel.session and not self.session_id:
+            raise ValueError("scope 'session' needs a session_id")
+        return self
+
+    @property
+    def level(self) -> ScopeLevel:
+        assert self.scope is not None  # set by the validator
+        return self.scope
 
 
 class MemoryPatch(_ValidRange):
@@ -174,14 +218,14 @@ class MemoryOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
     id: uuid.UUID
-    namespace: str
+    namespace: str | None = Field(description="Null for tenant- and system-scope memories, shared by all namespaces.")
     type: MemoryType
     key: str | None
     content: str
     user_id: str | None
     agent_id: str | None
     session_id: str | None
-    scope: str
+    scope: ScopeLevel
     metadata: dict[str, Any]
     importance: float
     confidence: float
@@ -191,6 +235,8 @@ class MemoryOut(BaseModel):
     recorded_at: datetime
     superseded_at: datetime | None
     superseded_by: uuid.UUID | None
+    supersedes: uuid.UUID | None
+    source_event_ids: list[uuid.UUID]
     embedding_model: str | None
     content_hash: str
     access_count: int
@@ -215,8 +261,32 @@ class MemoryFilters(BaseModel):
         default=None, description="Lifecycle states to include; default excludes archived."
     )
     metadata: Metadata | None = Field(default=None, description="Exact match on these metadata keys.")
+    scopes: list[ScopeLevel] | None = Field(default=None, description="Scope levels to include; default all.")
+    knowledge_at: Timestamp = Field(
+        default=None, description="What we knew at this time: memories recorded by then and not yet superseded."
+    )
+    valid_at: Timestamp = Field(default=None, description="What was true in the world at this time (valid time).")
+    include_archived: bool = Field(default=False, description="Also return archived memories.")
 
 
 class MemoryPage(BaseModel):
     data: list[MemoryOut]
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
+class MemoryChange(BaseModel):
+    """One entry of a memory's history: what happened to which version, by whom and when."""
+
+    memory_id: uuid.UUID
+    action: str = Field(description="created, superseded, updated, promoted or archived.")
+    actor: str
+    at: datetime
+    changed_fields: list[str]
+    snapshot: dict[str, Any] = Field(description="The version's fields after the change.")
+
+
+class MemoryHistory(BaseModel):
+    memory_id: uuid.UUID
+    current_id: uuid.UUID | None = Field(description="The version that is current now; null if none is.")
+    versions: list[MemoryOut] = Field(description="Every version of this memory, oldest first.")
+    changes: list[MemoryChange] = Field(description="Every change to any version, oldest first.")

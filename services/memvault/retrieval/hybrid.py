@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
+from memvault.principal import SYSTEM_TENANT_ID
 
 RRF_K = 60
 
@@ -60,7 +61,7 @@ async def hybrid_search(
     weights: tuple[float, float] = (1.0, 1.0),
 ) -> SearchOutcome:
     started = time.perf_counter()
-    where = [*memories_repo.scope_conditions(tenant_id, namespace_id), *memories_repo.filter_conditions(filters)]
+    where = memories_repo.read_conditions(tenant_id, namespace_id, filters)
     w_dense, w_lex = weights
 
     # pgvector 0.8: keep scanning the HNSW graph until enough rows pass the filters, instead of
@@ -122,7 +123,8 @@ async def hybrid_search(
 
     stmt = (
         select(Memory, rrf.label("rrf"), cosine, fused.c.dense_rank, fused.c.lexical_rank, fused.c.lex_score)
-        .join(fused, (Memory.id == fused.c.id) & (Memory.tenant_id == tenant_id))
+        # Both the tenant's rows and the system tenant's shared ones can be hits.
+        .join(fused, (Memory.id == fused.c.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
         .order_by(rrf.desc(), Memory.id)
         .limit(limit)
     )

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from memvault.memories.schemas import MemoryFilters, MemoryOut, no_nul
+from memvault.memories.schemas import MemoryFilters, MemoryOut, Timestamp, no_nul
 
 
 class SearchIn(BaseModel):
@@ -16,6 +16,21 @@ class SearchIn(BaseModel):
     min_score: float | None = Field(
         default=None, ge=-1, le=1, description="Drop results whose semantic_relevance (cosine) is below this."
     )
+    knowledge_at: Timestamp = Field(default=None, description="Search what we knew at this time.")
+    valid_at: Timestamp = Field(default=None, description="Search what was true in the world at this time.")
+
+    @model_validator(mode="after")
+    def _time_into_filters(self) -> SearchIn:
+        # Top-level for convenience; the filters are what every read path applies.
+        if self.knowledge_at is not None or self.valid_at is not None:
+            f = self.filters or MemoryFilters()
+            self.filters = f.model_copy(
+                update={
+                    "knowledge_at": self.knowledge_at or f.knowledge_at,
+                    "valid_at": self.valid_at or f.valid_at,
+                }
+            )
+        return self
 
 
 class Signals(BaseModel):

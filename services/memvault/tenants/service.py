@@ -14,6 +14,7 @@ from memvault.errors import Conflict, InvalidInput
 from memvault.keys import repository as keys_repo
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.schemas import NAMESPACE_NAME
+from memvault.principal import SYSTEM_TENANT_ID
 from memvault.tenants.models import Tenant
 
 
@@ -61,8 +62,9 @@ async def create(s: AsyncSession, name: str, *, namespace: str = "default", acto
 
 
 async def by_name(s: AsyncSession, name: str) -> Tenant | None:
-    return await s.scalar(select(Tenant).where(Tenant.name == name))
+    return await s.scalar(select(Tenant).where(Tenant.name == name, Tenant.id != SYSTEM_TENANT_ID))
 
 
 async def count(s: AsyncSession) -> int:
-    return int(await s.scalar(text("SELECT count(*) FROM tenants")) or 0)
+    """Tenants that people use: the reserved system tenant (system-scope memories) is not one."""
+    return int(await s.scalar(text("SELECT count(*) FROM tenants WHERE id <> :sys"), {"sys": SYSTEM_TENANT_ID}) or 0)

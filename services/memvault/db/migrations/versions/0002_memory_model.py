@@ -271,11 +271,11 @@ def upgrade() -> None:
             f"CREATE POLICY tenant_isolation ON {table} "
             f"USING (tenant_id = {CURRENT_TENANT}) WITH CHECK (tenant_id = {CURRENT_TENANT})"
         )
-    # System-scope memories are read by every tenant; only a transaction bound to the system
-    # tenant itself (an operator's) can write or change them.
+    # System-scope memories are read by every tenant (but not by a session bound to none); only a
+    # transaction bound to the system tenant itself (an operator's) can write or change them.
     op.execute(
         f"CREATE POLICY system_read ON memories FOR SELECT "
-        f"USING (tenant_id = '{SYSTEM_TENANT}'::uuid AND scope = 'system')"
+        f"USING (tenant_id = '{SYSTEM_TENANT}'::uuid AND scope = 'system' AND {CURRENT_TENANT} IS NOT NULL)"
     )
 
     op.execute(

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from memvault.audit.schemas import AuditPage
+from memvault.gateway.deps import AdminPrincipal, Api
+
+router = APIRouter(prefix="/v1/audit", tags=["audit"])
+
+
+@router.get("")
+async def list_audit(
+    p: AdminPrincipal,
+    api: Api,
+    namespace: Annotated[str | None, Query(max_length=64)] = None,
+    action: Annotated[str | None, Query(max_length=100, description="e.g. `memory` or `memory.delete`.")] = None,
+    target_id: Annotated[str | None, Query(max_length=200)] = None,
+    since: datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    cursor: Annotated[str | None, Query(max_length=100)] = None,
+) -> AuditPage:
+    """Every write and delete in the tenant, newest first: who, what, which target, when. Entries
+    never hold memory content. A namespace-limited admin key sees its namespaces' entries only."""
+    return await api.list_audit(
+        p, namespace=namespace, action=action, target_id=target_id, since=since, limit=limit, cursor=cursor
+    )

@@ -1,0 +1,505 @@
+"""Entity graph queries. Every function filters by tenant and namespace explicitly; row-level
+security is the second lock, not the only one."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import TypeAdapter, ValidationError
+from sqlalchemy import ColumnElement, Row, and_, delete, exists, func, literal, or_, select, text, tuple_, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvault.entities.models import Entity, MemoryEntity, Relation
+from memvault.entities.schemas import MAX_ALIASES, EntityIn, RelationIn
+from memvault.errors import Conflict, InvalidInput, NotFound
+from memvault.memories.models import Memory
+from memvault.memories.repository import decode_cursor
+from memvault.memories.schemas import MemoryState, Metadata
+
+# The graph view stays a bounded answer however dense the graph is.
+MAX_NEIGHBOURS = 500
+MAX_GRAPH_RELATIONS = 1000
+MAX_LINKED_MEMORIES = 50
+
+
+class EntityNotFound(NotFound):
+    code = "entity_not_found"
+    title = "Entity not found"
+
+
+class RelationNotFound(NotFound):
+    code = "relation_not_found"
+    title = "Relation not found"
+
+
+class EntityLinkNotFound(NotFound):
+    code = "entity_link_not_found"
+    title = "Entity link not found"
+
+
+class EntityExists(Conflict):
+    code = "entity_exists"
+    title = "Entity exists"
+
+
+def _entity_scope(tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> list[ColumnElement[bool]]:
+    return [Entity.tenant_id == tenant_id, Entity.namespace_id == namespace_id]
+
+
+def _relation_scope(tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> list[ColumnElement[bool]]:
+    return [Relation.tenant_id == tenant_id, Relation.namespace_id == namespace_id]
+
+
+def valid_at_condition(at: datetime) -> ColumnElement[bool]:
+    """Valid time is half-open, [valid_from, valid_to): a relation ending at t no longer holds at t."""
+    return and_(
+        or_(Relation.valid_from.is_(None), Relation.valid_from <= at),
+        or_(Relation.valid_to.is_(None), Relation.valid_to > at),
+    )
+
+
+def encode_cursor(created_at: datetime, row_id: uuid.UUID) -> str:
+    raw = json.dumps([created_at.isoformat(), str(row_id)]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _like_pattern(q: str) -> str:
+    escaped = q.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+# ---- entities -------------------------------------------------------------------------------
+
+
+async def get(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, entity_id: uuid.UUID) -> Entity | None:
+    return await s.scalar(select(Entity).where(*_entity_scope(tenant_id, namespace_id), Entity.id == entity_id))
+
+
+async def find_by_name(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, type_: str, name: str, *, for_update: bool = False
+) -> Entity | None:
+    stmt = select(Entity).where(
+        *_entity_scope(tenant_id, namespace_id), Entity.type == type_, func.lower(Entity.name) == name.lower()
+    )
+    if for_update:
+        stmt = stmt.with_for_update()
+    return await s.scalar(stmt, execution_options={"populate_existing": True})
+
+
+async def insert_entity(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, body: EntityIn, actor: str
+) -> Entity | None:
+    """Insert, or return None when (type, name) is taken in the namespace, whatever the case."""
+    stmt = (
+        insert(Entity)
+        .values(
+            tenant_id=tenant_id,
+            namespace_id=namespace_id,
+            name=body.name,
+            type=body.type.value,
+            aliases=body.aliases,
+            description=body.description,
+            metadata_=body.metadata,
+            created_by=actor,
+        )
+        .on_conflict_do_nothing(
+            index_elements=[Entity.tenant_id, Entity.namespace_id, Entity.type, func.lower(Entity.name)]
+        )
+        .returning(Entity)
+    )
+    return await s.scalar(stmt)
+
+
+_METADATA = TypeAdapter(Metadata)
+
+
+def merge(existing: Entity, body: EntityIn) -> dict[str, Any]:
+    """What an upsert changes: aliases gain the new ones, a new description replaces the old,
+    metadata keys are merged (new values win). The stored name keeps its spelling."""
+    known = {existing.name.lower(), *(a.lower() for a in existing.aliases)}
+    aliases = list(existing.aliases)
+    for alias in body.aliases:
+        if alias.lower() not in known:
+            known.add(alias.lower())
+            aliases.append(alias)
+    try:
+        metadata = _METADATA.validate_python({**existing.metadata_, **body.metadata})
+    except ValidationError as exc:
+        raise InvalidInput(
+            f"merged metadata is invalid: {exc.errors()[0]['msg']}", extra={"field": "metadata"}
+        ) from exc
+    # Extraction upserts the same entity again and again; keeping the oldest aliases and dropping
+    # the overflow is better than failing the whole extraction.
+    return {
+        "aliases": aliases[:MAX_ALIASES],
+        "description": body.description if body.description is not None else existing.description,
+        "metadata_": metadata,
+    }
+
+
+UpsertOutcome = Literal["created", "updated", "unchanged"]
+
+
+async def upsert(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, body: EntityIn, actor: str
+) -> tuple[Entity, UpsertOutcome]:
+    """Create the entity, or merge into the one with the same (type, name).
+
+    Safe under concurrency: the insert waits for a competing insert of the same name to commit,
+    and the row is then locked for the merge."""
+    created = await insert_entity(s, tenant_id, namespace_id, body, actor)
+    if created is not None:
+        return created, "created"
+    existing = await find_by_name(s, tenant_id, namespace_id, body.type.value, body.name, for_update=True)
+    if existing is None:  # deleted between the two statements; a retry by the caller will create it
+        raise EntityNotFound(f"Entity '{body.name}' was deleted while being updated; retry.")
+    changes = merge(existing, body)
+    if (changes["aliases"], changes["description"], changes["metadata_"]) == (
+        existing.aliases,
+        existing.description,
+        existing.metadata_,
+    ):
+        return existing, "unchanged"
+    updated = await update_fields(s, tenant_id, namespace_id, existing.id, changes)
+    assert updated is not None
+    return updated, "updated"
+
+
+async def page(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    *,
+    type_: str | None,
+    q: str | None,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[Entity], str | None]:
+    """Newest first, keyset-paginated on (created_at, id)."""
+    stmt = select(Entity).where(*_entity_scope(tenant_id, namespace_id))
+    if type_ is not None:
+        stmt = stmt.where(Entity.type == type_)
+    if q:
+        pattern = _like_pattern(q)
+        alias = func.unnest(Entity.aliases).table_valued("a").render_derived()
+        stmt = stmt.where(
+            or_(
+                func.lower(Entity.name).like(pattern, escape="\\"),
+                exists(select(literal(1)).select_from(alias).where(func.lower(alias.c.a).like(pattern, escape="\\"))),
+            )
+        )
+    if cursor:
+        at, eid = decode_cursor(cursor)
+        stmt = stmt.where(tuple_(Entity.created_at, Entity.id) < tuple_(at, eid))
+    stmt = stmt.order_by(Entity.created_at.desc(), Entity.id.desc()).limit(limit + 1)
+    rows = list((await s.scalars(stmt)).all())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None)
+
+
+async def update_fields(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, entity_id: uuid.UUID, values: dict[str, Any]
+) -> Entity | None:
+    stmt = (
+        update(Entity)
+        .where(*_entity_scope(tenant_id, namespace_id), Entity.id == entity_id)
+        .values(**values, updated_at=func.now())
+        .returning(Entity)
+    )
+    # populate_existing: the caller may hold this row already; without it the session would hand
+    # back the stale object instead of what the UPDATE returned.
+    return await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
+
+
+async def remove(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, entity_id: uuid.UUID
+) -> dict[str, int] | None:
+    """Delete the entity; its relations and memory links go with it (foreign keys cascade), the
+    memories stay. Returns how many relations and links went, or None when there was no entity."""
+    relations = await s.scalar(
+        select(func.count())
+        .select_from(Relation)
+        .where(
+            Relation.tenant_id == tenant_id,
+            or_(Relation.source_id == entity_id, Relation.target_id == entity_id),
+        )
+    )
+    links = await s.scalar(
+        select(func.count())
+        .select_from(MemoryEntity)
+        .where(MemoryEntity.tenant_id == tenant_id, MemoryEntity.entity_id == entity_id)
+    )
+    stmt = delete(Entity).where(*_entity_scope(tenant_id, namespace_id), Entity.id == entity_id).returning(Entity.id)
+    if await s.scalar(stmt) is None:
+        return None
+    return {"relations_deleted": relations or 0, "links_deleted": links or 0}
+
+
+async def by_ids(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, Entity]:
+    if not ids:
+        return {}
+    rows = await s.scalars(select(Entity).where(*_entity_scope(tenant_id, namespace_id), Entity.id.in_(list(ids))))
+    return {e.id: e for e in rows}
+
+
+# ---- graph ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Hop:
+    entity_id: uuid.UUID
+    distance: int
+    path: list[uuid.UUID]
+    relation_path: list[uuid.UUID]
+
+
+_VALID_AT = " AND (r.valid_from IS NULL OR r.valid_from <= :at) AND (r.valid_to IS NULL OR r.valid_to > :at)"
+
+# A breadth-first walk, one row per level: each level holds the entities first reached at that
+# distance, each with the entity and relation it was reached from. Relations are followed in both
+# directions and `seen` keeps the walk from returning to an entity, so cycles end. Tracking the
+# visited set per level rather than every path keeps the work proportional to the relations
+# touched (a walk that kept each path would enumerate n^3 paths in a dense graph at 3 hops).
+_WALK = """
+WITH RECURSIVE edge (relation_id, from_id, to_id) AS (
+    SELECT r.id, r.source_id, r.target_id FROM relations r
+    WHERE r.tenant_id = :tenant AND r.namespace_id = :ns{valid}
+    UNION ALL
+    SELECT r.id, r.target_id, r.source_id FROM relations r
+    WHERE r.tenant_id = :tenant AND r.namespace_id = :ns{valid}
+),
+level (distance, nodes, parents, relations, seen) AS (
+    SELECT 0, ARRAY[CAST(:root AS uuid)], CAST(ARRAY[] AS uuid[]), CAST(ARRAY[] AS uuid[]), ARRAY[CAST(:root AS uuid)]
+    UNION ALL
+    SELECT l.distance + 1, step.nodes, step.parents, step.relations, l.seen || step.nodes
+    FROM level l
+    CROSS JOIN LATERAL (
+        SELECT array_agg(d.to_id ORDER BY d.to_id) AS nodes,
+               array_agg(d.from_id ORDER BY d.to_id) AS parents,
+               array_agg(d.relation_id ORDER BY d.to_id) AS relations
+        FROM (
+            SELECT DISTINCT ON (e.to_id) e.to_id, e.from_id, e.relation_id
+            FROM edge e
+            WHERE e.from_id = ANY (l.nodes) AND e.to_id <> ALL (l.seen)
+            ORDER BY e.to_id, e.from_id, e.relation_id
+        ) d
+    ) step
+    WHERE l.distance < :hops AND step.nodes IS NOT NULL
+)
+SELECT u.entity_id, l.distance, u.parent_id, u.relation_id
+FROM level l, unnest(l.nodes, l.parents, l.relations) AS u (entity_id, parent_id, relation_id)
+WHERE l.distance > 0
+ORDER BY l.distance, u.entity_id
+LIMIT :cap
+"""
+
+
+async def neighbours(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    root_id: uuid.UUID,
+    hops: int,
+    valid_at: datetime | None,
+) -> tuple[list[Hop], bool]:
+    """Entities within `hops` relations of `root_id`, in either direction, nearest first, each with
+    one shortest path: one recursive query. Also says whether MAX_NEIGHBOURS cut the answer."""
+    if hops <= 0:
+        return [], False
+    sql = _WALK.format(valid=_VALID_AT if valid_at is not None else "")
+    params: dict[str, Any] = {"tenant": tenant_id, "ns": namespace_id, "root": root_id, "hops": hops}
+    params |= {"cap": MAX_NEIGHBOURS + 1, **({"at": valid_at} if valid_at is not None else {})}
+    rows: Sequence[Row[Any]] = (await s.execute(text(sql), params)).all()
+    truncated = len(rows) > MAX_NEIGHBOURS
+    # Rows come nearest first, so every parent is known before its children.
+    reached: dict[uuid.UUID, Hop] = {root_id: Hop(root_id, 0, [root_id], [])}
+    hops_found: list[Hop] = []
+    for r in rows[:MAX_NEIGHBOURS]:
+        parent = reached[r.parent_id]
+        hop = Hop(r.entity_id, r.distance, [*parent.path, r.entity_id], [*parent.relation_path, r.relation_id])
+        reached[r.entity_id] = hop
+        hops_found.append(hop)
+    return hops_found, truncated
+
+
+async def relations_among(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    ids: Sequence[uuid.UUID],
+    valid_at: datetime | None,
+) -> tuple[list[Relation], bool]:
+    """Relations with both ends among `ids`, oldest first, and whether MAX_GRAPH_RELATIONS cut them."""
+    stmt = select(Relation).where(
+        *_relation_scope(tenant_id, namespace_id), Relation.source_id.in_(list(ids)), Relation.target_id.in_(list(ids))
+    )
+    if valid_at is not None:
+        stmt = stmt.where(valid_at_condition(valid_at))
+    stmt = stmt.order_by(Relation.created_at, Relation.id).limit(MAX_GRAPH_RELATIONS + 1)
+    rows = list((await s.scalars(stmt)).all())
+    return rows[:MAX_GRAPH_RELATIONS], len(rows) > MAX_GRAPH_RELATIONS
+
+
+async def linked_memories(s: AsyncSession, tenant_id: uuid.UUID, entity_id: uuid.UUID) -> list[Row[Any]]:
+    """Current memories linked to the entity: neither superseded nor archived, newest first."""
+    stmt = (
+        select(Memory.id, Memory.type, Memory.content, Memory.created_at)
+        .join(MemoryEntity, and_(MemoryEntity.tenant_id == Memory.tenant_id, MemoryEntity.memory_id == Memory.id))
+        .where(
+            MemoryEntity.tenant_id == tenant_id,
+            MemoryEntity.entity_id == entity_id,
+            Memory.tenant_id == tenant_id,
+            Memory.superseded_at.is_(None),
+            Memory.state != MemoryState.archived.value,
+        )
+        .order_by(Memory.created_at.desc(), Memory.id.desc())
+        .limit(MAX_LINKED_MEMORIES)
+    )
+    return list((await s.execute(stmt)).all())
+
+
+# ---- relations ------------------------------------------------------------------------------
+
+
+async def insert_relation(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, body: RelationIn, actor: str
+) -> Relation:
+    found = await by_ids(s, tenant_id, namespace_id, [body.source_id, body.target_id])
+    for field in ("source_id", "target_id"):
+        entity_id = getattr(body, field)
+        if entity_id not in found:
+            raise EntityNotFound(f"No entity {entity_id} in this namespace.", extra={"field": field})
+    stmt = (
+        insert(Relation)
+        .values(
+            tenant_id=tenant_id,
+            namespace_id=namespace_id,
+            source_id=body.source_id,
+            type=body.type,
+            target_id=body.target_id,
+            valid_from=body.valid_from,
+            valid_to=body.valid_to,
+            confidence=body.confidence,
+            metadata_=body.metadata,
+            created_by=actor,
+        )
+        .returning(Relation)
+    )
+    relation = await s.scalar(stmt)
+    assert relation is not None
+    return relation
+
+
+async def page_relations(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    *,
+    entity_id: uuid.UUID | None,
+    type_: str | None,
+    valid_at: datetime | None,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[Relation], str | None]:
+    """Newest first, keyset-paginated on (created_at, id)."""
+    stmt = select(Relation).where(*_relation_scope(tenant_id, namespace_id))
+    if entity_id is not None:
+        stmt = stmt.where(or_(Relation.source_id == entity_id, Relation.target_id == entity_id))
+    if type_ is not None:
+        stmt = stmt.where(Relation.type == type_)
+    if valid_at is not None:
+        stmt = stmt.where(valid_at_condition(valid_at))
+    if cursor:
+        at, rid = decode_cursor(cursor)
+        stmt = stmt.where(tuple_(Relation.created_at, Relation.id) < tuple_(at, rid))
+    stmt = stmt.order_by(Relation.created_at.desc(), Relation.id.desc()).limit(limit + 1)
+    rows = list((await s.scalars(stmt)).all())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None)
+
+
+async def remove_relation(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, relation_id: uuid.UUID
+) -> bool:
+    stmt = (
+        delete(Relation)
+        .where(*_relation_scope(tenant_id, namespace_id), Relation.id == relation_id)
+        .returning(Relation.id)
+    )
+    return (await s.scalar(stmt)) is not None
+
+
+# ---- memory links ---------------------------------------------------------------------------
+
+
+async def memory_in_namespace(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, memory_id: uuid.UUID
+) -> bool:
+    stmt = select(Memory.id).where(
+        Memory.tenant_id == tenant_id, Memory.namespace_id == namespace_id, Memory.id == memory_id
+    )
+    return (await s.scalar(stmt)) is not None
+
+
+async def link_memories(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    memory_id: uuid.UUID,
+    entity_ids: Sequence[uuid.UUID],
+) -> int:
+    """Link a memory to entities of the namespace; links that exist already are kept. Raises
+    EntityNotFound (listing the ids) if any entity is not in this tenant's namespace, before
+    linking anything. The caller vouches for the memory. Returns how many links are new."""
+    wanted = list(dict.fromkeys(entity_ids))
+    if not wanted:
+        return 0
+    found = await by_ids(s, tenant_id, namespace_id, wanted)
+    missing = [str(e) for e in wanted if e not in found]
+    if missing:
+        raise EntityNotFound(
+            f"No entity {', '.join(missing)} in this namespace.", extra={"field": "entity_ids", "entity_ids": missing}
+        )
+    stmt = (
+        insert(MemoryEntity)
+        .values([{"tenant_id": tenant_id, "memory_id": memory_id, "entity_id": e} for e in wanted])
+        .on_conflict_do_nothing()
+        .returning(MemoryEntity.entity_id)
+    )
+    return len((await s.scalars(stmt)).all())
+
+
+async def unlink(s: AsyncSession, tenant_id: uuid.UUID, memory_id: uuid.UUID, entity_id: uuid.UUID) -> bool:
+    stmt = (
+        delete(MemoryEntity)
+        .where(
+            MemoryEntity.tenant_id == tenant_id,
+            MemoryEntity.memory_id == memory_id,
+            MemoryEntity.entity_id == entity_id,
+        )
+        .returning(MemoryEntity.entity_id)
+    )
+    return (await s.scalar(stmt)) is not None
+
+
+async def entities_of_memory(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, memory_id: uuid.UUID
+) -> list[Entity]:
+    stmt = (
+        select(Entity)
+        .join(MemoryEntity, and_(MemoryEntity.tenant_id == Entity.tenant_id, MemoryEntity.entity_id == Entity.id))
+        .where(*_entity_scope(tenant_id, namespace_id), MemoryEntity.memory_id == memory_id)
+        .order_by(Entity.name, Entity.id)
+    )
+    return list((await s.scalars(stmt)).all())

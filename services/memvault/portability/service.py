@@ -1,0 +1,479 @@
+"""Export a namespace as JSON Lines and import such a file into another namespace.
+
+The file is: a header, then entities, relations, sessions, events, memories (each with its
+history and entity links, embeddings optional), traces (with steps), and an `end` record with the
+counts, so an importer can tell a complete file from a truncated one. Export reads one
+REPEATABLE READ snapshot, page by page; import is one transaction, all or nothing, with new ids
+(references between records are remapped) and every text through the secrets guard.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvault.audit import repository as audit
+from memvault.errors import Conflict, InvalidInput
+from memvault.facade import FacadeBase
+from memvault.guard import ensure_no_secrets
+from memvault.principal import Principal
+
+FORMAT = "memvault-export"
+VERSION = 1
+PAGE = 500
+
+# What each kind exports, in file order. Columns are listed, not `*`, so the format changes only
+# when we mean it to.
+COLUMNS: dict[str, tuple[str, ...]] = {
+    "entity": ("id", "name", "type", "aliases", "description", "metadata", "created_by", "created_at", "updated_at"),
+    "relation": (
+        "id",
+        "source_id",
+        "type",
+        "target_id",
+        "valid_from",
+        "valid_to",
+        "confidence",
+        "metadata",
+        "created_by",
+        "created_at",
+    ),
+    "session": ("id", "user_id", "started_at", "last_event_at", "message_count", "created_at", "updated_at"),
+    "event": (
+        "id",
+        "session_id",
+        "user_id",
+        "role",
+        "speaker",
+        "content",
+        "metadata",
+        "occurred_at",
+        "recorded_at",
+        "created_by",
+    ),
+    "memory": (
+        "id",
+        "type",
+        "key",
+        "content",
+        "scope",
+        "user_id",
+        "agent_id",
+        "session_id",
+        "metadata",
+        "importance",
+        "confidence",
+        "state",
+        "valid_from",
+        "valid_to",
+        "recorded_at",
+        "superseded_at",
+        "superseded_by",
+        "supersedes",
+        "source_event_ids",
+        "content_hash",
+        "access_count",
+        "last_accessed_at",
+        "created_by",
+        "created_at",
+        "updated_at",
+        "embedding_model",
+    ),
+    "trace": (
+        "id",
+        "task",
+        "status",
+        "outcome",
+        "success",
+        "user_id",
+        "agent_id",
+        "session_id",
+        "metadata",
+        "step_count",
+        "created_by",
+        "started_at",
+        "completed_at",
+        "embedding_model",
+    ),
+}
+TABLE = {
+    "entity": "entities",
+    "relation": "relations",
+    "session": "sessions",
+    "event": "events",
+    "memory": "memories",
+    "trace": "traces",
+}
+# Keyset order per table: stable and, for events, the conversation's own order.
+ORDER = {
+    "entity": ("created_at", "id"),
+    "relation": ("created_at", "id"),
+    "session": ("started_at", "id"),
+    "event": ("seq",),
+    "memory": ("recorded_at", "id"),
+    "trace": ("started_at", "id"),
+}
+JSONB = {"metadata", "tool_args", "tool_result"}
+STEP_COLUMNS = ("seq", "thought", "action", "observation", "tool_name", "tool_args", "tool_result", "at")
+
+
+class ImportInvalid(InvalidInput):
+    code = "import_invalid"
+    title = "Import file invalid"
+
+
+class ImportConflict(Conflict):
+    code = "import_conflict"
+    title = "Import conflicts with existing data"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def _line(record: dict[str, Any]) -> str:
+    return json.dumps({k: _jsonable(v) for k, v in record.items()}, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+class PortabilityOps(FacadeBase):
+    # ---- export ---------------------------------------------------------------------------
+
+    async def export_namespace(self, p: Principal, ns: str, *, embeddings: bool = False) -> AsyncIterator[str]:
+        """The namespace as JSON Lines. Checks access before the first byte, so a refusal is a
+        proper error response rather than a broken stream."""
+        p.require("read", ns)
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            namespace = await self._namespace(tx, p, ns)
+            await audit.record(
+                tx.session, p.tenant_id, p.subject, "namespace.export", namespace_id=namespace.id, target_id=ns
+            )
+        return self._export_lines(p.tenant_id, namespace.id, ns, embeddings)
+
+    async def _export_lines(
+        self, tenant_id: uuid.UUID, namespace_id: uuid.UUID, ns: str, embeddings: bool
+    ) -> AsyncIterator[str]:
+        counts: dict[str, int] = dict.fromkeys(COLUMNS, 0)
+        async with self._db.tenant_tx(tenant_id, snapshot=True) as tx:
+            s = tx.session
+            yield _line(
+                {
+                    "kind": "header",
+                    "format": FORMAT,
+                    "version": VERSION,
+                    "namespace": ns,
+                    "exported_at": datetime.now(UTC),
+                    "embedding_model": self._embedder.model_id,
+                    "embeddings": embeddings,
+                }
+            )
+            for kind in COLUMNS:
+                async for row in self._rows(s, kind, tenant_id, namespace_id, embeddings):
+                    counts[kind] += 1
+                    yield _line({"kind": kind, **row})
+        yield _line({"kind": "end", "counts": counts})
+
+    async def _rows(
+        self, s: AsyncSession, kind: str, tenant_id: uuid.UUID, namespace_id: uuid.UUID, embeddings: bool
+    ) -> AsyncIterator[dict[str, Any]]:
+        cols = list(COLUMNS[kind])
+        order = ORDER[kind]
+        select_cols = ", ".join(cols + [c for c in order if c not in cols])
+        if embeddings and kind in ("memory", "trace"):
+            select_cols += ", embedding::text AS embedding"
+        after: tuple[Any, ...] | None = None
+        while True:
+            keyset = ""
+            params: dict[str, Any] = {"t": tenant_id, "n": namespace_id, "lim": PAGE}
+            if after is not None:
+                keyset = f"AND ({', '.join(order)}) > ({', '.join(f':k{i}' for i in range(len(order)))})"
+                params |= {f"k{i}": v for i, v in enumerate(after)}
+            rows = (
+                (
+                    await s.execute(
+                        text(
+                            f"SELECT {select_cols} FROM {TABLE[kind]} WHERE tenant_id = :t AND namespace_id = :n "
+                            f"{keyset} ORDER BY {', '.join(order)} LIMIT :lim"
+                        ),
+                        params,
+                    )
+                )
+                .mappings()
+                .all()
+            )
+            if not rows:
+                return
+            extras = await self._extras(s, kind, tenant_id, [r["id"] for r in rows])
+            for r in rows:
+                out = {c: r[c] for c in cols}
+                if "embedding" in r and r["embedding"] is not None:
+                    out["embedding"] = json.loads(r["embedding"])
+                out.update(extras.get(r["id"], {}))
+                if kind == "memory":
+                    out.setdefault("entity_ids", [])
+                    out.setdefault("history", [])
+                if kind == "trace":
+                    out.setdefault("steps", [])
+                yield out
+            after = tuple(rows[-1][c] for c in order)
+
+    async def _extras(
+        self, s: AsyncSession, kind: str, tenant_id: uuid.UUID, ids: list[Any]
+    ) -> dict[Any, dict[str, Any]]:
+        extras: dict[Any, dict[str, Any]] = {}
+        if kind == "memory":
+            links = await s.execute(
+                text("SELECT memory_id, entity_id FROM memory_entities WHERE tenant_id = :t AND memory_id = ANY(:ids)"),
+                {"t": tenant_id, "ids": ids},
+            )
+            for mid, eid in links.all():
+                extras.setdefault(mid, {}).setdefault("entity_ids", []).append(eid)
+            history = await s.execute(
+                text(
+                    "SELECT memory_id, action, actor, at, changed_fields, snapshot FROM memory_history "
+                    "WHERE tenant_id = :t AND memory_id = ANY(:ids) ORDER BY id"
+                ),
+                {"t": tenant_id, "ids": ids},
+            )
+            for h in history.mappings().all():
+                entry = {k: h[k] for k in ("action", "actor", "at", "changed_fields", "snapshot")}
+                extras.setdefault(h["memory_id"], {}).setdefault("history", []).append(_jsonable_dict(entry))
+        elif kind == "trace":
+            steps = await s.execute(
+                text(
+                    f"SELECT trace_id, {', '.join(STEP_COLUMNS)} FROM trace_steps "
+                    "WHERE tenant_id = :t AND trace_id = ANY(:ids) ORDER BY trace_id, seq"
+                ),
+                {"t": tenant_id, "ids": ids},
+            )
+            for st in steps.mappings().all():
+                step = _jsonable_dict({k: st[k] for k in STEP_COLUMNS})
+                extras.setdefault(st["trace_id"], {}).setdefault("steps", []).append(step)
+        return extras
+
+    # ---- import ---------------------------------------------------------------------------
+
+    async def import_namespace(self, p: Principal, ns: str, lines: list[str]) -> dict[str, int]:
+        """Restore an export into this namespace, all or nothing, under new ids."""
+        p.require("write", ns)
+        records = _parse(lines)
+        for i, (kind, r) in enumerate(records):
+            for field in ("content", "name", "description", "aliases", "task", "outcome", "metadata", "steps"):
+                if r.get(field) is not None:
+                    ensure_no_secrets(r[field], field=f"line {i + 2}: {kind}.{field}")
+        vectors = await self._import_vectors(records)
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            namespace = await self._namespace(tx, p, ns)
+            try:
+                async with tx.session.begin_nested():
+                    counts = await _restore(tx.session, p.tenant_id, namespace.id, records, vectors)
+            except IntegrityError as exc:
+                raise ImportConflict(
+                    "The file clashes with what the namespace holds (an entity name or a current memory key "
+                    "exists already). Import into an empty namespace, or forget the clashing data first."
+                ) from exc
+            await audit.record(
+                tx.session, p.tenant_id, p.subject, "namespace.import", namespace_id=namespace.id, detail=counts
+            )
+        return counts
+
+    async def _import_vectors(self, records: list[tuple[str, dict[str, Any]]]) -> dict[int, list[float]]:
+        """Reuse the file's embeddings when the same model made them; embed the rest, in one batch."""
+        vectors: dict[int, list[float]] = {}
+        todo: list[tuple[int, str]] = []
+        for i, (kind, r) in enumerate(records):
+            if kind not in ("memory", "trace"):
+                continue
+            emb = r.get("embedding")
+            if (
+                isinstance(emb, list)
+                and r.get("embedding_model") == self._embedder.model_id
+                and len(emb) == self._embedder.dim
+            ):
+                vectors[i] = [float(x) for x in emb]
+            else:
+                todo.append((i, r["content"] if kind == "memory" else f"{r['task']}\n{r.get('outcome') or ''}"))
+        if todo:
+            embedded = await self._embedder.embed([t for _, t in todo])
+            vectors.update({i: v for (i, _), v in zip(todo, embedded, strict=True)})
+        return vectors
+
+
+def _jsonable_dict(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: _jsonable(v) for k, v in d.items()}
+
+
+REQUIRED = {
+    "entity": ("id", "name", "type"),
+    "relation": ("id", "source_id", "type", "target_id"),
+    "session": ("id", "started_at", "last_event_at"),
+    "event": ("id", "session_id", "role", "content"),
+    "memory": ("id", "type", "content", "scope", "content_hash"),
+    "trace": ("id", "task", "status"),
+}
+
+
+def _parse(lines: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    parsed: list[dict[str, Any]] = []
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            raise ImportInvalid(f"line {n} is not JSON", extra={"line": n}) from exc
+        if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
+            raise ImportInvalid(f"line {n} is not a record with a `kind`", extra={"line": n})
+        parsed.append(value)
+    if not parsed or parsed[0].get("kind") != "header" or parsed[0].get("format") != FORMAT:
+        raise ImportInvalid("the file does not start with a memvault export header")
+    if parsed[0].get("version") != VERSION:
+        raise ImportInvalid(f"export format version {parsed[0].get('version')!r} is not supported (need {VERSION})")
+    if parsed[-1].get("kind") != "end":
+        raise ImportInvalid("the file has no `end` record: it is incomplete")
+    body = parsed[1:-1]
+    records: list[tuple[str, dict[str, Any]]] = []
+    for n, r in enumerate(body, start=2):
+        kind = r.pop("kind")
+        if kind not in COLUMNS:
+            raise ImportInvalid(f"line {n}: unknown kind {kind!r}", extra={"line": n})
+        missing = [f for f in REQUIRED[kind] if r.get(f) in (None, "")]
+        if missing:
+            raise ImportInvalid(f"line {n}: {kind} lacks {', '.join(missing)}", extra={"line": n})
+        if kind == "memory" and r["scope"] in ("tenant", "system"):
+            raise ImportInvalid(f"line {n}: {r['scope']}-scope memories are not part of a namespace", extra={"line": n})
+        records.append((kind, r))
+    counts: dict[str, int] = {}
+    for kind, _ in records:
+        counts[kind] = counts.get(kind, 0) + 1
+    expected = parsed[-1].get("counts") or {}
+    if any(counts.get(k, 0) != v for k, v in expected.items()):
+        raise ImportInvalid(f"the file's records {counts} do not match its end record {expected}")
+    return records
+
+
+async def _restore(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    records: list[tuple[str, dict[str, Any]]],
+    vectors: dict[int, list[float]],
+) -> dict[str, int]:
+    new_id: dict[str, uuid.UUID] = {}
+
+    def remap(old: Any) -> uuid.UUID | None:
+        if old is None:
+            return None
+        return new_id.setdefault(str(old), uuid.uuid4())
+
+    counts: dict[str, int] = {}
+    base = {"t": tenant_id, "n": namespace_id}
+    links: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
+    for i, (kind, r) in enumerate(records):
+        counts[kind] = counts.get(kind, 0) + 1
+        cols = [c for c in COLUMNS[kind] if c in r]
+        values = {c: r[c] for c in cols}
+        for c in cols:
+            if c in JSONB or c == "snapshot":
+                values[c] = json.dumps(r[c] if r[c] is not None else {})
+        if kind != "session":
+            values["id"] = remap(r["id"])
+        if kind == "relation":
+            values["source_id"], values["target_id"] = remap(r["source_id"]), remap(r["target_id"])
+        if kind == "memory":
+            values["superseded_by"] = remap(r.get("superseded_by"))
+            values["supersedes"] = remap(r.get("supersedes"))
+            values["source_event_ids"] = [remap(e) for e in r.get("source_event_ids") or []]
+        if kind in ("memory", "trace"):
+            values["embedding"] = str(vectors[i])
+            cols = [*cols, "embedding"]
+        names = ", ".join(["tenant_id", "namespace_id", *cols])
+        params = ", ".join([":t", ":n", *(_param(c) for c in cols)])
+        await s.execute(text(f"INSERT INTO {TABLE[kind]} ({names}) VALUES ({params})"), {**base, **values})
+        if kind == "memory":
+            links += [{"t": tenant_id, "m": values["id"], "e": remap(e)} for e in r.get("entity_ids") or []]
+            history += [
+                {
+                    "t": tenant_id,
+                    "m": values["id"],
+                    "action": h["action"],
+                    "actor": h["actor"],
+                    "at": h["at"],
+                    "changed_fields": h.get("changed_fields") or [],
+                    "snapshot": json.dumps(_remap_snapshot(h.get("snapshot") or {}, remap)),
+                }
+                for h in r.get("history") or []
+            ]
+        if kind == "trace":
+            for st in r.get("steps") or []:
+                step = {c: st.get(c) for c in STEP_COLUMNS}
+                for c in ("tool_args", "tool_result"):
+                    step[c] = None if step[c] is None else json.dumps(step[c])
+                await s.execute(
+                    text(
+                        f"INSERT INTO trace_steps (tenant_id, trace_id, {', '.join(STEP_COLUMNS)}) VALUES "
+                        f"(:t, :trace, {', '.join(_param(c) for c in STEP_COLUMNS)})"
+                    ),
+                    {"t": tenant_id, "trace": values["id"], **step},
+                )
+    if links:
+        await s.execute(
+            text("INSERT INTO memory_entities (tenant_id, memory_id, entity_id) VALUES (:t, :m, :e)"), links
+        )
+    if history:
+        await s.execute(
+            text(
+                "INSERT INTO memory_history (tenant_id, memory_id, action, actor, at, changed_fields, snapshot) "
+                "VALUES (:t, :m, :action, :actor, CAST(:at AS timestamptz), :changed_fields, CAST(:snapshot AS jsonb))"
+            ),
+            history,
+        )
+    return counts
+
+
+def _remap_snapshot(snapshot: dict[str, Any], remap: Any) -> dict[str, Any]:
+    """A history snapshot names other versions by id; those ids are new in the target namespace."""
+    out = dict(snapshot)
+    for field in ("superseded_by", "supersedes"):
+        if out.get(field):
+            out[field] = str(remap(out[field]))
+    return out
+
+
+TIMESTAMPS = {
+    "created_at",
+    "updated_at",
+    "started_at",
+    "last_event_at",
+    "occurred_at",
+    "recorded_at",
+    "valid_from",
+    "valid_to",
+    "superseded_at",
+    "last_accessed_at",
+    "completed_at",
+    "at",
+}
+
+
+def _param(col: str) -> str:
+    if col in JSONB or col == "snapshot":
+        return f"CAST(:{col} AS jsonb)"
+    if col in TIMESTAMPS:
+        return f"CAST(:{col} AS timestamptz)"
+    if col == "embedding":
+        return "CAST(:embedding AS vector)"
+    return f":{col}"
