@@ -3,8 +3,6 @@ security is the second lock, not the only one."""
 
 from __future__ import annotations
 
-import base64
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,15 +10,15 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import ColumnElement, Row, and_, delete, exists, func, literal, or_, select, text, tuple_, update
+from sqlalchemy import ColumnElement, Row, and_, delete, exists, func, literal, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.db.pagination import newest_first
 from memvault.entities.models import Entity, MemoryEntity, Relation
 from memvault.entities.schemas import MAX_ALIASES, EntityIn, RelationIn
 from memvault.errors import Conflict, InvalidInput, NotFound
 from memvault.memories.models import Memory
-from memvault.memories.repository import decode_cursor
 from memvault.memories.schemas import MemoryState, Metadata
 
 # The graph view stays a bounded answer however dense the graph is.
@@ -63,11 +61,6 @@ def valid_at_condition(at: datetime) -> ColumnElement[bool]:
         or_(Relation.valid_from.is_(None), Relation.valid_from <= at),
         or_(Relation.valid_to.is_(None), Relation.valid_to > at),
     )
-
-
-def encode_cursor(created_at: datetime, row_id: uuid.UUID) -> str:
-    raw = json.dumps([created_at.isoformat(), str(row_id)]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def _like_pattern(q: str) -> str:
@@ -195,14 +188,8 @@ async def page(
                 exists(select(literal(1)).select_from(alias).where(func.lower(alias.c.a).like(pattern, escape="\\"))),
             )
         )
-    if cursor:
-        at, eid = decode_cursor(cursor)
-        stmt = stmt.where(tuple_(Entity.created_at, Entity.id) < tuple_(at, eid))
-    stmt = stmt.order_by(Entity.created_at.desc(), Entity.id.desc()).limit(limit + 1)
-    rows = list((await s.scalars(stmt)).all())
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None)
+    rows, next_cursor = await newest_first(s, stmt, Entity.created_at, Entity.id, limit=limit, cursor=cursor)
+    return list(rows), next_cursor
 
 
 async def update_fields(
@@ -419,14 +406,8 @@ async def page_relations(
         stmt = stmt.where(Relation.type == type_)
     if valid_at is not None:
         stmt = stmt.where(valid_at_condition(valid_at))
-    if cursor:
-        at, rid = decode_cursor(cursor)
-        stmt = stmt.where(tuple_(Relation.created_at, Relation.id) < tuple_(at, rid))
-    stmt = stmt.order_by(Relation.created_at.desc(), Relation.id.desc()).limit(limit + 1)
-    rows = list((await s.scalars(stmt)).all())
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (encode_cursor(rows[-1].created_at, rows[-1].id) if more and rows else None)
+    rows, next_cursor = await newest_first(s, stmt, Relation.created_at, Relation.id, limit=limit, cursor=cursor)
+    return list(rows), next_cursor
 
 
 async def remove_relation(

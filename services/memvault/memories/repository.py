@@ -1,18 +1,16 @@
 from __future__ import annotations
 
-import base64
-import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, delete, exists, func, insert, or_, select, text, true, tuple_, update
+from sqlalchemy import ColumnElement, and_, case, delete, exists, func, insert, or_, select, text, true, update
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from memvault.errors import InvalidInput
+from memvault.db.pagination import newest_first
 from memvault.memories.models import Memory, MemoryHistoryEntry
 from memvault.memories.schemas import SCOPE_RANK, MemoryFilters, MemoryState
 from memvault.principal import SYSTEM_TENANT_ID
@@ -279,20 +277,6 @@ async def get_system(s: AsyncSession, memory_id: uuid.UUID) -> Memory | None:
     )
 
 
-def encode_cursor(m: Memory) -> str:
-    raw = json.dumps([m.created_at.isoformat(), str(m.id)]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        at, mid = json.loads(raw)
-        return datetime.fromisoformat(at), uuid.UUID(mid)
-    except (ValueError, TypeError) as exc:
-        raise InvalidInput("cursor is not one this API returned", extra={"field": "cursor"}) from exc
-
-
 async def page(
     s: AsyncSession,
     tenant_id: uuid.UUID,
@@ -304,14 +288,8 @@ async def page(
 ) -> tuple[list[Memory], str | None]:
     """Newest first, keyset-paginated on (created_at, id) so pages never skip or repeat rows."""
     stmt = select(Memory).where(*read_conditions(tenant_id, namespace_id, filters))
-    if cursor:
-        at, mid = decode_cursor(cursor)
-        stmt = stmt.where(tuple_(Memory.created_at, Memory.id) < tuple_(at, mid))
-    stmt = stmt.order_by(Memory.created_at.desc(), Memory.id.desc()).limit(limit + 1)
-    rows = list((await s.scalars(stmt)).all())
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (encode_cursor(rows[-1]) if more and rows else None)
+    rows, next_cursor = await newest_first(s, stmt, Memory.created_at, Memory.id, limit=limit, cursor=cursor)
+    return list(rows), next_cursor
 
 
 async def update_fields(s: AsyncSession, tenant_id: uuid.UUID, memory_id: uuid.UUID, values: dict[str, Any]) -> Memory:

@@ -1,12 +1,9 @@
 from __future__ import annotations
 
-import base64
-import json
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -20,13 +17,12 @@ from sqlalchemy import (
     literal,
     select,
     text,
-    tuple_,
     union_all,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvault.errors import InvalidInput
+from memvault.db.pagination import newest_first
 from memvault.retrieval.hybrid import RRF_K, lexical_query
 from memvault.traces.models import Trace, TraceStep
 
@@ -142,23 +138,6 @@ async def remove(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID,
     )
 
 
-def encode_cursor(t: Trace) -> str:
-    raw = json.dumps([t.started_at.isoformat(), str(t.id)]).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        at, tid = json.loads(raw)
-        parsed = datetime.fromisoformat(at)
-        if parsed.tzinfo is None:
-            raise ValueError("naive timestamp")
-        return parsed, uuid.UUID(tid)
-    except (ValueError, TypeError, UnicodeDecodeError) as exc:
-        raise InvalidInput("cursor is not one this API returned", extra={"field": "cursor"}) from exc
-
-
 async def page(
     s: AsyncSession,
     tenant_id: uuid.UUID,
@@ -170,14 +149,8 @@ async def page(
 ) -> tuple[list[Trace], str | None]:
     """Newest first, keyset-paginated on (started_at, id) so pages never skip or repeat rows."""
     stmt = select(Trace).where(*_where(tenant_id, namespace_id, filters))
-    if cursor:
-        at, tid = decode_cursor(cursor)
-        stmt = stmt.where(tuple_(Trace.started_at, Trace.id) < tuple_(at, tid))
-    stmt = stmt.order_by(Trace.started_at.desc(), Trace.id.desc()).limit(limit + 1)
-    rows = list((await s.scalars(stmt)).all())
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (encode_cursor(rows[-1]) if more and rows else None)
+    rows, next_cursor = await newest_first(s, stmt, Trace.started_at, Trace.id, limit=limit, cursor=cursor)
+    return list(rows), next_cursor
 
 
 @dataclass
