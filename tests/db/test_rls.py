@@ -34,6 +34,7 @@ TABLES = (
     "memory_entities",
     "traces",
     "trace_steps",
+    "idempotency_keys",
 )
 TENANT_COLUMN = {table: "tenant_id" for table in TABLES} | {"tenants": "id"}
 
@@ -82,7 +83,7 @@ async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenan
         oslo = await api.create_entity(p, "default", EntityIn(name="Oslo", type="location"))
         await api.create_relation(p, "default", RelationIn(source_id=ana.id, type="lives_in", target_id=oslo.id))
         await api.link_entities(p, "default", stored[1].id, [ana.id, oslo.id])
-        # Traces are written as the owner here: only their tenant column matters to these tests.
+        # Traces and idempotency keys are written as the owner here: only their tenant column matters to these tests.
         async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as owner:
             ns_id = await scalar(owner, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant.id,))
             trace = await scalar(
@@ -94,6 +95,11 @@ async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenan
             await owner.execute(
                 "INSERT INTO trace_steps (tenant_id, trace_id, seq, thought) VALUES (%s, %s, 1, 'start')",
                 (tenant.id, trace),
+            )
+            await owner.execute(
+                "INSERT INTO idempotency_keys (tenant_id, key, subject, method, path, request_hash) "
+                "VALUES (%s, 'k1', 't', 'POST', '/v1/namespaces/default/memories', 'h')",
+                (tenant.id,),
             )
 
 
