@@ -4,13 +4,16 @@ rollback, so data is committed exactly as other processes would see it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -87,10 +90,33 @@ def settings(pg_urls: DatabaseUrls, redis_url: str, tmp_path_factory: pytest.Tem
     )
 
 
+@asynccontextmanager
+async def running(application: Any) -> AsyncIterator[Any]:
+    """Run an app's lifespan in a task of its own, entered and left there: it holds anyio task
+    groups (the MCP session manager's), which must exit in the task that entered them, and pytest
+    may finalise a fixture in another task than the one that set it up."""
+    ready, stop = asyncio.Event(), asyncio.Event()
+
+    async def serve() -> None:
+        async with application.router.lifespan_context(application):
+            ready.set()
+            await stop.wait()
+
+    task = asyncio.create_task(serve())
+    await asyncio.wait([task, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()  # start-up failed: raise its error here
+    try:
+        yield application
+    finally:
+        stop.set()
+        await task
+
+
 @pytest.fixture(scope="session")
 async def app(settings: Settings, pg_urls: DatabaseUrls, embedder: LocalEmbedder) -> AsyncIterator[object]:
     application = create_app(settings, urls=pg_urls, embedder=embedder)
-    async with application.router.lifespan_context(application):
+    async with running(application):
         yield application
 
 

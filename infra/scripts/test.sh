@@ -3,6 +3,8 @@
 # lint, and run the whole suite. Extra arguments go to pytest.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 install_memvault dev
+# The SDK is its own distribution; tests/sdk runs it against the server.
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -e "$ROOT/sdk"
 export HF_HUB_OFFLINE=1
 
 redis_up() {
@@ -25,5 +27,5 @@ if ! redis_up; then
   redis_up || { echo "Redis did not start; see /tmp/memvault-test-redis.log" >&2; exit 1; }
 fi
 
-"$VENV/bin/ruff" check services tests loadtests
+"$VENV/bin/ruff" check services tests loadtests sdk
 "$VENV/bin/python" -m pytest "$@"

@@ -21,19 +21,28 @@ from memvault.embeddings import EmbeddingUnavailable
 from memvault.entities.service import EntityOps
 from memvault.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
 from memvault.events.service import EventOps
+from memvault.extraction.service import ExtractionOps
 from memvault.facade import FacadeBase, NamespaceNotFound
 from memvault.forget.service import ForgetOps
 from memvault.guard import ensure_no_secrets
+from memvault.idempotency.service import IdempotencyOps
+from memvault.jobs.service import JobOps
 from memvault.keys import repository as keys_repo
 from memvault.keys import tokens
 from memvault.keys.schemas import KeyCreated, KeyIn, KeyOut
+from memvault.maintenance import repository as maintenance_repo
+from memvault.maintenance.service import MaintenanceOps
 from memvault.memories import repository as memories_repo
+from memvault.memories.schemas import MemoryFilters
 from memvault.memories.service import MemoryOps, memory_out
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.namespaces.schemas import NamespaceIn, NamespaceOut
+from memvault.oauth.accounts import AccountOps
+from memvault.oauth.service import OAuthOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import OPERATOR, Principal
+from memvault.retrieval.context import ContextIn, ContextOut, pack
 from memvault.retrieval.hybrid import hybrid_search
 from memvault.retrieval.schemas import SearchIn, SearchMetrics, SearchOut, SearchResult, Signals
 from memvault.tenants import service as tenants_service
@@ -80,7 +89,21 @@ class Health:
     embedded_database: bool
 
 
-class NamespaceAPI(MemoryOps, EntityOps, EventOps, TraceOps, ForgetOps, PortabilityOps, FacadeBase):
+class NamespaceAPI(
+    MemoryOps,
+    EntityOps,
+    EventOps,
+    TraceOps,
+    ForgetOps,
+    PortabilityOps,
+    IdempotencyOps,
+    JobOps,
+    ExtractionOps,
+    MaintenanceOps,
+    OAuthOps,
+    AccountOps,
+    FacadeBase,
+):
     # ---- authentication -------------------------------------------------------------------
 
     async def authenticate(self, raw_key: str) -> Principal:
@@ -283,6 +306,11 @@ class NamespaceAPI(MemoryOps, EntityOps, EventOps, TraceOps, ForgetOps, Portabil
         embed_ms = (time.perf_counter() - started) * 1000
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
+            # Rows of another model are invisible to the dense channel until re-embedded: say so.
+            if qvec is not None and await maintenance_repo.has_other_model(
+                tx.session, p.tenant_id, namespace.id, self._embedder.model_id
+            ):
+                failures.append("embedding_model_mismatch")
             outcome = await hybrid_search(
                 tx.session,
                 tenant_id=p.tenant_id,
@@ -322,6 +350,21 @@ class NamespaceAPI(MemoryOps, EntityOps, EventOps, TraceOps, ForgetOps, Portabil
                 min_score_applied=min_score_applied,
             ),
         )
+
+    async def get_context(self, p: Principal, ns: str, req: ContextIn) -> ContextOut:
+        """A prompt-ready markdown block of what is remembered for a query and/or a session or
+        user, packed by rank into a token budget."""
+        p.require("read", ns)
+        base = req.filters or MemoryFilters()
+        reader = base.model_copy(
+            update={"user_id": req.user_id or base.user_id, "session_id": req.session_id or base.session_id}
+        )
+        if req.query:
+            found = await self.search(p, ns, SearchIn(query=req.query, limit=req.limit, filters=reader))
+            ranked = [r.memory for r in found.results]
+        else:
+            ranked = (await self.list_memories(p, ns, reader, limit=req.limit)).data
+        return pack(ranked, req.token_budget)
 
     # ---- status ---------------------------------------------------------------------------
 

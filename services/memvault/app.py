@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.routing import Route
 
 from memvault import __version__
 from memvault.api import NamespaceAPI
@@ -21,11 +22,19 @@ from memvault.embeddings import Embedder, build_embedder
 from memvault.entities.router import router as entities_router
 from memvault.events.router import router as events_router
 from memvault.forget.router import router as forget_router
-from memvault.gateway import problems
+from memvault.gateway import idempotency, problems
 from memvault.gateway.middleware import BodyLimitMiddleware, RequestIdMiddleware
+from memvault.jobs.dispatch import start_dispatcher
+from memvault.jobs.router import router as jobs_router
 from memvault.keys.router import router as keys_router
+from memvault.maintenance.router import router as maintenance_router
+from memvault.mcp import http as mcp_http
+from memvault.mcp.runtime import Runtime
+from memvault.mcp.server import build_server
 from memvault.memories.router import router as memories_router
 from memvault.namespaces.router import router as namespaces_router
+from memvault.oauth.router import router as oauth_router
+from memvault.oauth.router import users_router
 from memvault.portability.router import router as portability_router
 from memvault.runtime import database_urls
 from memvault.status.router import router as status_router
@@ -55,11 +64,15 @@ def create_app(
             from redis.asyncio import Redis
 
             redis = Redis.from_url(settings.redis_url)
-        app.state.api = NamespaceAPI(db, emb, settings, redis=redis)
+        jobs = await start_dispatcher(settings, db, emb)
+        app.state.api = NamespaceAPI(db, emb, settings, redis=redis, jobs=jobs)
         app.state.settings = settings
         try:
-            yield
+            # The MCP session manager's task group serves /mcp requests for the app's lifetime.
+            async with mcp_server.session_manager.run():
+                yield
         finally:
+            await jobs.aclose()
             if redis is not None:
                 await redis.aclose()
             if embedder is None:
@@ -73,6 +86,7 @@ def create_app(
         lifespan=lifespan,
     )
     problems.install(app)
+    idempotency.install(app)
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, import_max_bytes=settings.max_import_bytes
     )
@@ -88,6 +102,17 @@ def create_app(
         forget_router,
         portability_router,
         audit_router,
+        jobs_router,
+        maintenance_router,
+        users_router,
+        oauth_router,
     ):
         app.include_router(router)
+
+    # Remote MCP: the same facade, reached by tools instead of routes. Built before the lifespan
+    # runs (routes are fixed at construction); the tools find the facade on app.state per call.
+    mcp_server = build_server(Runtime(api=lambda: app.state.api), settings.mcp_profile)
+    endpoint = mcp_http.mount(mcp_server, settings)
+    for path in ("/mcp", "/mcp/"):
+        app.router.routes.append(Route(path, endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
     return app

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 import uuid
@@ -69,6 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"  REST API   {base}/v1",
         f"  API docs   {base}/docs",
         f"  Status     {base}/v1/status",
+        f"  MCP        {base}/mcp",
     ]
     if created is not None:
         lines += [
@@ -107,14 +109,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from redis import Redis
-    from rq import Queue, Worker
-
     from memvault.jobs import QUEUES
+    from memvault.jobs.runner import serve_worker
 
-    conn = Redis.from_url(settings.redis_url)
-    queues = [Queue(name, connection=conn) for name in (args.queues or QUEUES)]
-    Worker(queues, connection=conn).work(with_scheduler=True)
+    unknown = set(args.queues or ()) - set(QUEUES)
+    if unknown:
+        print(f"unknown queue(s): {', '.join(sorted(unknown))}; known: {', '.join(QUEUES)}", file=sys.stderr)
+        return 2
+    serve_worker(settings, args.queues or QUEUES)
     return 0
 
 
@@ -219,9 +221,54 @@ def cmd_admin(args: argparse.Namespace) -> int:
             body = NamespaceIn(name=args.name, description=args.description)
             return (await api.create_namespace(p, body)).model_dump(mode="json")
 
+    elif args.admin_cmd == "create-user":
+        password = _read_password(args.password_env)
+
+        async def fn(api: Any, db: Any) -> Any:
+            from memvault.oauth.schemas import UserIn
+
+            p = await _tenant_principal(db, args.tenant)
+            scopes = csv(args.scopes) or ["read", "write"]
+            body = UserIn(email=args.email, password=password, name=args.name or "", scopes=scopes)
+            return (await api.create_user(p, body)).model_dump(mode="json")
+
+    elif args.admin_cmd == "disable-user":
+
+        async def fn(api: Any, db: Any) -> Any:
+            p = await _tenant_principal(db, args.tenant)
+            user = await api.find_user(p, args.email)
+            return (await api.disable_user(p, user.id)).model_dump(mode="json")
+
+    elif args.admin_cmd == "rotate-signing-key":
+
+        async def fn(api: Any, db: Any) -> Any:
+            return {"kid": await api.rotate_signing_key(), "note": "older keys verify until their tokens expire"}
+
     else:  # pragma: no cover - argparse enforces the choices
         raise SystemExit(2)
     return _run_admin(args, fn)
+
+
+def _read_password(env_name: str | None) -> str:
+    """From the named environment variable, else the first line of standard input: never an
+    argument, which other users of the machine could read in the process list."""
+    if env_name:
+        value = os.environ.get(env_name)
+        if value is None:
+            raise SystemExit(f"error: environment variable {env_name} is not set")
+        return value
+    if sys.stdin.isatty():
+        import getpass
+
+        return getpass.getpass("Password for the new user: ")
+    return sys.stdin.readline().rstrip("\n")
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from memvault.mcp.stdio import main as stdio_main
+
+    settings = _settings(args)
+    return stdio_main(settings, args.url, args.profile or settings.mcp_profile)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -246,6 +293,14 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--queues", nargs="*", help="queues to listen on (default: all)")
     worker.set_defaults(func=cmd_worker)
 
+    mcp = sub.add_parser(
+        "mcp", help="serve the MCP tools over stdio: locally, or bridged to a remote memvault with --url"
+    )
+    mcp.add_argument("--url", help="remote MCP endpoint, e.g. https://memvault.example/mcp (key: MEMVAULT_API_KEY)")
+    mcp.add_argument("--profile", choices=["core", "extended"], help="tools to offer (default extended)")
+    db_opts(mcp)
+    mcp.set_defaults(func=cmd_mcp)
+
     admin = sub.add_parser("admin", help="tenants, API keys and namespaces")
     asub = admin.add_subparsers(dest="admin_cmd", required=True)
     ct = asub.add_parser("create-tenant", help="create a tenant with a namespace and an admin key")
@@ -269,7 +324,17 @@ def build_parser() -> argparse.ArgumentParser:
     cn.add_argument("--tenant", required=True)
     cn.add_argument("name")
     cn.add_argument("--description")
-    for p in (ct, ck, lk, rk, cn):
+    cu = asub.add_parser("create-user", help="create a tenant user who signs in to MCP clients (OAuth)")
+    cu.add_argument("--tenant", required=True)
+    cu.add_argument("--email", required=True)
+    cu.add_argument("--name")
+    cu.add_argument("--scopes", help="comma-separated: read,write (default both): the most a client may be granted")
+    cu.add_argument("--password-env", help="environment variable holding the password (default: read from stdin)")
+    du = asub.add_parser("disable-user", help="disable a user and revoke every OAuth grant they gave")
+    du.add_argument("--tenant", required=True)
+    du.add_argument("--email", required=True)
+    rsk = asub.add_parser("rotate-signing-key", help="start signing OAuth access tokens with a new key")
+    for p in (ct, ck, lk, rk, cn, cu, du, rsk):
         db_opts(p)
     admin.set_defaults(func=cmd_admin)
     return parser

@@ -28,6 +28,36 @@ class Settings(BaseSettings):
 
     redis_url: str | None = Field(default=None, description="Redis for jobs. Unset: jobs run in-process.")
 
+    # Background jobs (docs/workers.md).
+    job_threads: int = Field(default=2, ge=1, description="Threads running jobs in-process when redis_url is unset.")
+    job_max_attempts: int = Field(default=3, ge=1, description="Tries per job before it is marked failed.")
+    job_retry_backoff_s: float = Field(
+        default=10.0, ge=0, description="Wait before the first retry; each later retry waits four times longer."
+    )
+    job_timeout_s: int = Field(default=1800, ge=1, description="A job running longer is stopped (RQ workers).")
+    job_recover_on_start: bool = Field(
+        default=True, description="Re-dispatch jobs a stopped server or worker left queued or running."
+    )
+    extractor: Literal["rules", "llm"] = Field(
+        default="rules", description="Memory extraction from events: local rules, or an OpenAI-compatible LLM."
+    )
+    llm_base_url: str = Field(default="https://api.openai.com/v1", description="OpenAI-compatible chat API.")
+    llm_model: str = Field(default="gpt-4o-mini", description="Chat model the LLM extractor asks.")
+    llm_api_key: SecretStr | None = Field(default=None)
+    llm_timeout_s: float = Field(default=30.0, gt=0, description="One extraction request; slower falls back to rules.")
+    # Maintenance jobs (docs/workers.md, "Maintenance").
+    dedup_threshold: float = Field(
+        default=0.92, gt=0, le=1, description="Cosine at or above which two memories are near-duplicates."
+    )
+    decay_half_life_days: float = Field(
+        default=30.0, gt=0, description="Days for an unused memory's strength to halve."
+    )
+    decay_archive_below: float = Field(
+        default=0.05, ge=0, le=1, description="Decay archives current memories whose strength is below this."
+    )
+    promote_min_mentions: int = Field(default=2, ge=1, description="Mentions that promote a tentative memory.")
+    promote_min_accesses: int = Field(default=3, ge=1, description="Recalls that promote a tentative memory.")
+
     # Embeddings.
     embedding_provider: Literal["local", "openai"] = Field(default="local")
     embedding_model: str = Field(
@@ -51,8 +81,44 @@ class Settings(BaseSettings):
     )
     log_level: str = Field(default="INFO")
 
+    # MCP.
+    mcp_profile: Literal["core", "extended"] = Field(
+        default="extended", description="MCP tools offered: `core` (six) or `extended` (all)."
+    )
+    mcp_allowed_hosts: list[str] = Field(
+        default_factory=list, description="Host headers /mcp accepts besides the public URL's and loopback."
+    )
+    mcp_allowed_origins: list[str] = Field(
+        default_factory=list, description="Browser Origins /mcp accepts besides the public URL's and loopback."
+    )
+
+    # OAuth 2.1 for remote MCP clients (docs/auth.md).
+    oauth_issuer: str | None = Field(
+        default=None, description="Authorization server issuer identifier. Unset: the public URL."
+    )
+    oauth_access_token_ttl_s: int = Field(default=900, ge=30, description="Lifetime of an access token (a JWT).")
+    oauth_refresh_token_ttl_s: int = Field(
+        default=30 * 86400, ge=60, description="A refresh token unused this long expires; each use rotates it."
+    )
+    oauth_code_ttl_s: int = Field(default=120, ge=10, description="Lifetime of an authorization code.")
+    oauth_login_ttl_s: int = Field(default=600, ge=30, description="Time from signing in to answering consent.")
+    oauth_key_rotation_s: int = Field(
+        default=30 * 86400, ge=3600, description="Age at which a new token-signing key takes over."
+    )
+    oauth_cimd_allow_insecure: bool = Field(
+        default=False,
+        description="Fetch client metadata documents over http:// and from private addresses (local testing only).",
+    )
+
     # First start of an empty database.
     bootstrap_tenant: str = Field(default="default", description="Tenant created on first start.")
+
+    def resolved_issuer(self) -> str:
+        return (self.oauth_issuer or self.resolved_public_url()).rstrip("/")
+
+    def mcp_resource_url(self) -> str:
+        """The MCP endpoint as an OAuth protected resource (RFC 8707): the audience of access tokens."""
+        return f"{self.resolved_public_url()}/mcp"
 
     def resolved_public_url(self) -> str:
         if self.public_url:

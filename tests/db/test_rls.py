@@ -35,6 +35,10 @@ TABLES = (
     "traces",
     "trace_steps",
     "idempotency_keys",
+    "oauth_users",
+    "oauth_codes",
+    "oauth_grants",
+    "oauth_refresh_tokens",
 )
 TENANT_COLUMN = {table: "tenant_id" for table in TABLES} | {"tenants": "id"}
 
@@ -100,6 +104,35 @@ async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenan
                 "INSERT INTO idempotency_keys (tenant_id, key, subject, method, path, request_hash) "
                 "VALUES (%s, 'k1', 't', 'POST', '/v1/namespaces/default/memories', 'h')",
                 (tenant.id,),
+            )
+            # OAuth: a user who granted a (global) client access, with a code and a refresh token.
+            client = f"mvc_{uuid.uuid4().hex}"
+            await owner.execute(
+                "INSERT INTO oauth_clients (client_id, kind, redirect_uris, grant_types) "
+                "VALUES (%s, 'dcr', '{http://127.0.0.1/cb}', '{authorization_code}')",
+                (client,),
+            )
+            user = await scalar(
+                owner,
+                "INSERT INTO oauth_users (tenant_id, email, password_hash) VALUES (%s, %s, 'x') RETURNING id",
+                (tenant.id, f"{uuid.uuid4().hex}@example.com"),
+            )
+            grant = await scalar(
+                owner,
+                "INSERT INTO oauth_grants (tenant_id, user_id, client_id, scopes, namespaces, resource) "
+                "VALUES (%s, %s, %s, '{read}', '{default}', 'http://x/mcp') RETURNING id",
+                (tenant.id, user, client),
+            )
+            await owner.execute(
+                "INSERT INTO oauth_codes (tenant_id, code_hash, user_id, client_id, redirect_uri, code_challenge, "
+                "scopes, namespaces, resource, expires_at) "
+                "VALUES (%s, %s, %s, %s, 'http://127.0.0.1/cb', 'c', '{read}', '{default}', 'http://x/mcp', now())",
+                (tenant.id, uuid.uuid4().hex, user, client),
+            )
+            await owner.execute(
+                "INSERT INTO oauth_refresh_tokens (tenant_id, grant_id, token_hash, expires_at) "
+                "VALUES (%s, %s, %s, now())",
+                (tenant.id, grant, uuid.uuid4().hex),
             )
 
 

@@ -23,7 +23,7 @@ from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import build_embedder
 from memvault.embeddings.base import EmbeddingUnavailable
 from memvault.embeddings.openai import OpenAIEmbedder
-from tests.conftest import Tenant
+from tests.conftest import Tenant, running
 
 API_KEY = "sk-test-0123456789"
 MODEL = "text-embedding-3-small"
@@ -309,7 +309,7 @@ async def failing_app(settings: Settings, pg_urls: DatabaseUrls, provider: StubP
     provider.mode = "error"
     emb = OpenAIEmbedder(MODEL, base_url=provider.base_url, api_key=API_KEY, dim=DIM)
     application = create_app(settings, urls=pg_urls, embedder=emb)
-    async with application.router.lifespan_context(application):
+    async with running(application):
         yield application
     await emb.aclose()
 

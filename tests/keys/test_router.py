@@ -19,6 +19,9 @@ from memvault.app import create_app
 from memvault.config import Settings
 from tests.conftest import Tenant
 
+# /mcp checks its bearer in its own endpoint and speaks JSON-RPC, not REST: tests/mcp covers it.
+MCP_ROUTES = {(method, path) for method in ("GET", "POST", "DELETE") for path in ("/mcp", "/mcp/")}
+
 # Routes anyone may call. Everything else the app serves must be in REQUIRED_SCOPE.
 PUBLIC = {
     ("GET", "/healthz"),
@@ -27,6 +30,28 @@ PUBLIC = {
     ("GET", "/docs/oauth2-redirect"),
     ("GET", "/openapi.json"),
     ("GET", "/redoc"),
+    # OAuth: discovery and the authorization server's own endpoints (tests/oauth).
+    ("GET", "/.well-known/oauth-protected-resource"),
+    ("GET", "/.well-known/oauth-protected-resource/mcp"),
+    ("GET", "/.well-known/oauth-authorization-server"),
+    ("GET", "/oauth/jwks.json"),
+    ("GET", "/oauth/authorize"),
+    ("POST", "/oauth/authorize"),
+    ("POST", "/oauth/register"),
+    ("POST", "/oauth/token"),
+    ("POST", "/oauth/revoke"),
+    *(
+        ("OPTIONS", path)
+        for path in (
+            "/.well-known/oauth-protected-resource",
+            "/.well-known/oauth-protected-resource/mcp",
+            "/.well-known/oauth-authorization-server",
+            "/oauth/jwks.json",
+            "/oauth/register",
+            "/oauth/token",
+            "/oauth/revoke",
+        )
+    ),
 }
 
 MEMORY = "/v1/namespaces/{ns}/memories/{memory_id}"
@@ -44,6 +69,7 @@ REQUIRED_SCOPE = {
     ("PATCH", MEMORY): "write",
     ("DELETE", MEMORY): "write",
     ("POST", "/v1/namespaces/{ns}/search"): "read",
+    ("POST", "/v1/namespaces/{ns}/context"): "read",
     ("GET", f"{MEMORY}/history"): "read",
     ("POST", f"{MEMORY}/promote"): "write",
     ("POST", f"{MEMORY}/archive"): "write",
@@ -75,6 +101,13 @@ REQUIRED_SCOPE = {
     ("GET", "/v1/keys"): "admin",
     ("DELETE", "/v1/keys/{key_id}"): "admin",
     ("GET", "/v1/audit"): "admin",
+    ("GET", "/v1/jobs/{job_id}"): "read",
+    ("POST", "/v1/namespaces/{ns}/organize"): "write",
+    ("POST", "/v1/users"): "admin",
+    ("GET", "/v1/users"): "admin",
+    ("POST", "/v1/users/{user_id}/disable"): "admin",
+    ("GET", "/v1/account"): "admin",
+    ("DELETE", "/v1/account/grants/{grant_id}"): "admin",
 }
 
 
@@ -88,7 +121,7 @@ def _served_routes() -> list[tuple[str, str]]:
         for method in ctx.methods or ()
         if method != "HEAD"
     }
-    return sorted(served - PUBLIC)
+    return sorted(served - PUBLIC - MCP_ROUTES)
 
 
 PROTECTED = _served_routes()
@@ -107,7 +140,9 @@ def _body(route: tuple[str, str]) -> dict[str, Any] | None:
         ("POST", "/v1/namespaces/{ns}/memories/batch"): {"memories": [{"content": "The user lives in Lisbon"}]},
         ("PATCH", MEMORY): {"importance": 0.9},
         ("POST", "/v1/namespaces/{ns}/search"): {"query": "pets"},
+        ("POST", "/v1/namespaces/{ns}/context"): {"query": "pets"},
         ("POST", "/v1/keys"): {"name": "made in a test", "scopes": ["read"]},
+        ("POST", "/v1/users"): {"email": f"u-{uuid.uuid4().hex[:12]}@example.com", "password": "correct horse"},
         ("POST", "/v1/namespaces/{ns}/entities"): {"name": f"Entity {uuid.uuid4().hex[:8]}", "type": "person"},
         ("PATCH", "/v1/namespaces/{ns}/entities/{entity_id}"): {"description": "changed"},
         ("POST", f"{MEMORY}/entities"): {"entity_ids": [str(uuid.uuid4())]},
@@ -125,6 +160,7 @@ def _body(route: tuple[str, str]) -> dict[str, Any] | None:
         ("POST", "/v1/namespaces/{ns}/traces/{trace_id}/steps"): {"thought": "check soil"},
         ("POST", "/v1/namespaces/{ns}/traces/{trace_id}/complete"): {"outcome": "done", "success": True},
         ("POST", "/v1/namespaces/{ns}/forget"): {"user_id": "nobody"},
+        ("POST", "/v1/namespaces/{ns}/organize"): {"jobs": ["promote"], "budget_ms": 1000},
     }.get(route)
 
 

@@ -17,7 +17,7 @@ from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
 from memvault.keys.schemas import KeyIn
 from memvault.namespaces.schemas import NamespaceIn
-from tests.conftest import Tenant
+from tests.conftest import Tenant, running
 
 
 async def store(client: httpx.AsyncClient, tenant: Tenant, content: str, ns: str | None = None) -> None:
@@ -33,7 +33,7 @@ async def app_client(
 ) -> AsyncIterator[httpx.AsyncClient]:
     """A second app over the same database, with some settings changed."""
     application = create_app(settings.model_copy(update=overrides), urls=pg_urls, embedder=embedder)
-    async with application.router.lifespan_context(application):
+    async with running(application):
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://memvault.test") as c:
             yield c

@@ -20,7 +20,7 @@ from memvault.app import create_app
 from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.openai import OpenAIEmbedder
-from tests.conftest import Tenant
+from tests.conftest import Tenant, running
 from tests.memories.test_router import problem
 
 TRACES = "/v1/namespaces/default/traces"
@@ -397,7 +397,7 @@ async def failing_client(settings: Settings, pg_urls: DatabaseUrls) -> AsyncIter
     """The app with an embedding provider nobody answers for (port 9 on loopback refuses)."""
     emb = OpenAIEmbedder("text-embedding-3-small", base_url="http://127.0.0.1:9/v1", api_key=None, dim=384)
     application = create_app(settings, urls=pg_urls, embedder=emb)
-    async with application.router.lifespan_context(application):
+    async with running(application):
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://memvault.test") as c:
             yield c

@@ -10,6 +10,7 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from memvault.db.urls import DatabaseUrls
 
@@ -31,11 +32,16 @@ class TenantTx:
 
 
 class Database:
-    def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10) -> None:
+    def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10, pooled: bool = True) -> None:
         self.urls = urls
-        self.app_engine: AsyncEngine = create_async_engine(
-            urls.app, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+        # Unpooled for jobs: each runs in its own short-lived event loop, and a pooled asyncio
+        # connection belongs to the loop that opened it.
+        pool: dict[str, Any] = (
+            {"pool_size": pool_size, "max_overflow": pool_size, "pool_pre_ping": True}
+            if pooled
+            else {"poolclass": NullPool}
         )
+        self.app_engine: AsyncEngine = create_async_engine(urls.app, **pool)
         if urls.set_role:
             role = urls.set_role
 
@@ -46,7 +52,9 @@ class Database:
                 dbapi_conn.commit()
 
         # The owner engine is for tenant administration (creating tenants) only, never requests.
-        self.owner_engine: AsyncEngine = create_async_engine(urls.owner, pool_size=2, max_overflow=2)
+        self.owner_engine: AsyncEngine = create_async_engine(
+            urls.owner, **({"pool_size": 2, "max_overflow": 2} if pooled else {"poolclass": NullPool})
+        )
         self._sessions = async_sessionmaker(self.app_engine, expire_on_commit=False)
         self._owner_sessions = async_sessionmaker(self.owner_engine, expire_on_commit=False)
 

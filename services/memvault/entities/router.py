@@ -22,6 +22,7 @@ from memvault.entities.schemas import (
     RelationPage,
 )
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
+from memvault.gateway.idempotency import IDEMPOTENT
 from memvault.memories.schemas import Timestamp, no_nul
 from memvault.namespaces.router import NamespaceName
 
@@ -35,7 +36,12 @@ Limit = Annotated[int, Query(ge=1, le=200)]
 Cursor = Annotated[str | None, Query(max_length=500)]
 
 
-@router.post("/entities", status_code=201, responses={200: {"description": "Merged into an existing entity."}})
+@router.post(
+    "/entities",
+    status_code=201,
+    responses={200: {"description": "Merged into an existing entity."}},
+    dependencies=[IDEMPOTENT],
+)
 async def create_entity(
     ns: NamespaceName,
     body: EntityIn,
@@ -103,7 +109,7 @@ async def delete_entity(ns: NamespaceName, entity_id: uuid.UUID, p: WritePrincip
     return Response(status_code=204)
 
 
-@router.post("/relations", status_code=201)
+@router.post("/relations", status_code=201, dependencies=[IDEMPOTENT])
 async def create_relation(ns: NamespaceName, body: RelationIn, p: WritePrincipal, api: Api) -> RelationOut:
     """Relate two entities of the namespace: source --type--> target, e.g. `works_at`."""
     return await api.create_relation(p, ns, body)
@@ -133,7 +139,7 @@ async def delete_relation(ns: NamespaceName, relation_id: uuid.UUID, p: WritePri
     return Response(status_code=204)
 
 
-@router.post("/memories/{memory_id}/entities")
+@router.post("/memories/{memory_id}/entities", dependencies=[IDEMPOTENT])
 async def link_entities(
     ns: NamespaceName, memory_id: uuid.UUID, body: LinkIn, p: WritePrincipal, api: Api
 ) -> MemoryEntities:

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Path, Query, Response
 from memvault.errors import InvalidInput
 from memvault.events.schemas import EventsIn, IngestOut, MessagePage, Role, SessionOut, SessionPage
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
+from memvault.gateway.idempotency import IDEMPOTENT
 from memvault.namespaces.router import NamespaceName
 
 router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["events"])
@@ -22,7 +23,7 @@ def _no_nul(value: str | None, field: str) -> None:
         raise InvalidInput(f"{field}: must not contain NUL characters", extra={"field": field})
 
 
-@router.post("/events", status_code=202)
+@router.post("/events", status_code=202, dependencies=[IDEMPOTENT])
 async def ingest_events(
     ns: NamespaceName, body: EventsIn, p: WritePrincipal, api: Api, response: Response
 ) -> IngestOut:

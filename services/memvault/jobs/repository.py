@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from memvault.jobs.models import Job
+from memvault.namespaces.models import Namespace
 
 
 async def create(
@@ -58,3 +62,96 @@ async def get(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID) -> Job |
     return await s.scalar(
         select(Job).where(Job.tenant_id == tenant_id, Job.id == job_id).execution_options(populate_existing=True)
     )
+
+
+async def claim(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID) -> Job | None:
+    """Mark the job running and count the attempt, if it is still to do.
+
+    The caller holds the job's advisory lock, so a job found `running` was left so by a runner
+    that died: it is taken over. Finished, failed and cancelled jobs are not run again."""
+    stmt = (
+        update(Job)
+        .where(Job.tenant_id == tenant_id, Job.id == job_id, Job.status.in_(["queued", "running"]))
+        .values(
+            status="running",
+            attempts=Job.attempts + 1,
+            started_at=func.coalesce(Job.started_at, func.now()),
+            updated_at=func.now(),
+        )
+        .returning(Job)
+    )
+    return await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
+
+
+async def finish(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    job_id: uuid.UUID,
+    *,
+    status: str,
+    result: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> None:
+    done = status in ("succeeded", "failed", "cancelled")
+    values: dict[str, Any] = {"status": status, "error": error, "updated_at": func.now()}
+    if result is not None:
+        values["result"] = result
+    if done:
+        values["finished_at"] = func.now()
+    if status == "succeeded":
+        values["progress"] = 1.0
+    await s.execute(
+        update(Job).where(Job.tenant_id == tenant_id, Job.id == job_id).values(**values),
+        execution_options={"synchronize_session": False},
+    )
+
+
+async def set_progress(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID, progress: float) -> None:
+    await s.execute(
+        update(Job)
+        .where(Job.tenant_id == tenant_id, Job.id == job_id, Job.status == "running")
+        .values(progress=max(0.0, min(1.0, progress)), updated_at=func.now()),
+        execution_options={"synchronize_session": False},
+    )
+
+
+async def unfinished(s: AsyncSession, *, queued_before: datetime) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
+    """(tenant, job, kind) of every job left running, or queued since before ``queued_before``,
+    across tenants: for recovery after a crash, so an owner session only."""
+    rows = await s.execute(
+        select(Job.tenant_id, Job.id, Job.kind)
+        .where(
+            (Job.status == "running") | ((Job.status == "queued") & (Job.created_at < queued_before)),
+        )
+        .order_by(Job.created_at)
+    )
+    return [(t, j, k) for t, j, k in rows.all()]
+
+
+@asynccontextmanager
+async def run_lock(engine: AsyncEngine, job_id: uuid.UUID) -> AsyncIterator[bool]:
+    """Hold the job's session-level advisory lock on a connection of its own while it runs.
+
+    Yields whether it was free. A runner that dies loses its connection and so the lock, which
+    is how the next runner knows a `running` row is abandoned rather than in progress."""
+    async with engine.connect() as raw:
+        conn = await raw.execution_options(isolation_level="AUTOCOMMIT")
+        key = {"k": f"memvault:job:{job_id}"}
+        got = bool(await conn.scalar(text("SELECT pg_try_advisory_lock(hashtextextended(:k, 0))"), key))
+        try:
+            yield got
+        finally:
+            if got:
+                await conn.execute(text("SELECT pg_advisory_unlock(hashtextextended(:k, 0))"), key)
+
+
+async def get_with_namespace(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID) -> tuple[Job, str | None] | None:
+    row = (
+        await s.execute(
+            select(Job, Namespace.name)
+            .outerjoin(Namespace, (Namespace.tenant_id == Job.tenant_id) & (Namespace.id == Job.namespace_id))
+            .where(Job.tenant_id == tenant_id, Job.id == job_id)
+            .execution_options(populate_existing=True)
+        )
+    ).first()
+    return None if row is None else (row[0], row[1])

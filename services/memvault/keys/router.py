@@ -5,12 +5,13 @@ import uuid
 from fastapi import APIRouter
 
 from memvault.gateway.deps import AdminPrincipal, Api
+from memvault.gateway.idempotency import NOT_IDEMPOTENT
 from memvault.keys.schemas import KeyCreated, KeyIn, KeyOut
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"])
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, dependencies=[NOT_IDEMPOTENT])
 async def create_key(body: KeyIn, p: AdminPrincipal, api: Api) -> KeyCreated:
     """Create an API key. The `key` field is shown in this response only."""
     return await api.create_key(p, body)

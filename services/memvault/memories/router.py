@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from memvault.errors import InvalidInput
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
+from memvault.gateway.idempotency import IDEMPOTENT
 from memvault.memories.schemas import (
     MemoryBatchIn,
     MemoryBatchOut,
@@ -24,18 +25,19 @@ from memvault.memories.schemas import (
     ScopeLevel,
 )
 from memvault.namespaces.router import NamespaceName
+from memvault.retrieval.context import ContextIn, ContextOut
 from memvault.retrieval.schemas import SearchIn, SearchOut
 
 router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["memories"])
 
 
-@router.post("/memories", status_code=201)
+@router.post("/memories", status_code=201, dependencies=[IDEMPOTENT])
 async def create_memory(ns: NamespaceName, body: MemoryIn, p: WritePrincipal, api: Api) -> MemoryOut:
     """Store one memory."""
     return await api.store(p, ns, body)
 
 
-@router.post("/memories/batch", status_code=201)
+@router.post("/memories/batch", status_code=201, dependencies=[IDEMPOTENT])
 async def create_memories(ns: NamespaceName, body: MemoryBatchIn, p: WritePrincipal, api: Api) -> MemoryBatchOut:
     """Store up to 1,000 memories in one embedding batch and one transaction: all or nothing."""
     return MemoryBatchOut(memories=await api.store_many(p, ns, body.memories))
@@ -108,13 +110,13 @@ async def memory_history(ns: NamespaceName, memory_id: uuid.UUID, p: ReadPrincip
     return await api.memory_history(p, ns, memory_id)
 
 
-@router.post("/memories/{memory_id}/promote")
+@router.post("/memories/{memory_id}/promote", dependencies=[IDEMPOTENT])
 async def promote_memory(ns: NamespaceName, memory_id: uuid.UUID, p: WritePrincipal, api: Api) -> MemoryOut:
     """Make a tentative (or archived) memory stable."""
     return await api.promote_memory(p, ns, memory_id)
 
 
-@router.post("/memories/{memory_id}/archive")
+@router.post("/memories/{memory_id}/archive", dependencies=[IDEMPOTENT])
 async def archive_memory(ns: NamespaceName, memory_id: uuid.UUID, p: WritePrincipal, api: Api) -> MemoryOut:
     """Archive a memory: kept, but out of search and lists unless `include_archived`."""
     return await api.archive_memory(p, ns, memory_id)
@@ -140,3 +142,11 @@ async def search(ns: NamespaceName, body: SearchIn, p: ReadPrincipal, api: Api) 
     """Find memories by meaning and by words. Each result carries its fused `score`, its
     `semantic_relevance` (cosine) and which channels found it."""
     return await api.search(p, ns, body)
+
+
+@router.post("/context")
+async def context(ns: NamespaceName, body: ContextIn, p: ReadPrincipal, api: Api) -> ContextOut:
+    """A prompt-ready markdown block of what is remembered for a `query` and/or a `session_id` or
+    `user_id`: grouped by type, dated, with provenance, packed by rank into `token_budget`
+    (default 1,500). The top memory is never dropped: it is shortened instead (`truncated`)."""
+    return await api.get_context(p, ns, body)

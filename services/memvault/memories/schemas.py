@@ -278,7 +278,7 @@ class MemoryChange(BaseModel):
     """One entry of a memory's history: what happened to which version, by whom and when."""
 
     memory_id: uuid.UUID
-    action: str = Field(description="created, superseded, updated, promoted or archived.")
+    action: str = Field(description="created, superseded, updated, promoted, archived or merged.")
     actor: str
     at: datetime
     changed_fields: list[str]

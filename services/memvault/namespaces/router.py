@@ -5,6 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Response
 
 from memvault.gateway.deps import AdminPrincipal, Api, ReadPrincipal
+from memvault.gateway.idempotency import IDEMPOTENT
 from memvault.namespaces.schemas import NAMESPACE_NAME, NamespaceIn, NamespaceOut
 
 router = APIRouter(prefix="/v1/namespaces", tags=["namespaces"])
@@ -12,7 +13,7 @@ router = APIRouter(prefix="/v1/namespaces", tags=["namespaces"])
 NamespaceName = Annotated[str, Path(pattern=NAMESPACE_NAME, description="Namespace name.")]
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, dependencies=[IDEMPOTENT])
 async def create_namespace(body: NamespaceIn, p: AdminPrincipal, api: Api) -> NamespaceOut:
     """Create a namespace (needs the admin scope)."""
     return await api.create_namespace(p, body)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from memvault.errors import InvalidInput
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
+from memvault.gateway.idempotency import IDEMPOTENT
 from memvault.namespaces.router import NamespaceName
 
 router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["export"])
@@ -36,7 +37,7 @@ async def export_namespace(
     )
 
 
-@router.post("/import")
+@router.post("/import", dependencies=[IDEMPOTENT])
 async def import_namespace(ns: NamespaceName, request: Request, p: WritePrincipal, api: Api) -> ImportOut:
     """Restore an export (the JSON Lines body) into this namespace: all or nothing, under new ids,
     every text through the secrets guard. Vectors in the file are reused when the same model made

@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query, Response
 
 from memvault.errors import InvalidInput
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
+from memvault.gateway.idempotency import IDEMPOTENT
 from memvault.namespaces.router import NamespaceName
 from memvault.traces.schemas import (
     TraceCompleteIn,
@@ -30,7 +31,7 @@ def _no_nul(value: str | None, field: str) -> None:
         raise InvalidInput(f"{field}: must not contain NUL characters", extra={"field": field})
 
 
-@router.post("/traces", status_code=201)
+@router.post("/traces", status_code=201, dependencies=[IDEMPOTENT])
 async def start_trace(ns: NamespaceName, body: TraceIn, p: WritePrincipal, api: Api) -> TraceOut:
     """Start a reasoning trace for a task. Record its steps with `POST /traces/{id}/steps`, then
     close it with `POST /traces/{id}/complete`."""
@@ -70,7 +71,7 @@ async def get_trace(ns: NamespaceName, trace_id: uuid.UUID, p: ReadPrincipal, ap
     return await api.get_trace(p, ns, trace_id)
 
 
-@router.post("/traces/{trace_id}/steps", status_code=201)
+@router.post("/traces/{trace_id}/steps", status_code=201, dependencies=[IDEMPOTENT])
 async def add_trace_step(
     ns: NamespaceName, trace_id: uuid.UUID, body: TraceStepIn, p: WritePrincipal, api: Api
 ) -> TraceStepOut:
@@ -79,7 +80,7 @@ async def add_trace_step(
     return await api.add_trace_step(p, ns, trace_id, body)
 
 
-@router.post("/traces/{trace_id}/complete")
+@router.post("/traces/{trace_id}/complete", dependencies=[IDEMPOTENT])
 async def complete_trace(
     ns: NamespaceName, trace_id: uuid.UUID, body: TraceCompleteIn, p: WritePrincipal, api: Api
 ) -> TraceOut:

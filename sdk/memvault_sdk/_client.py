@@ -1,0 +1,153 @@
+"""MemVault and AsyncMemVault: the same resources and method names, blocking or awaitable."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from memvault_sdk._base import DEFAULT_MAX_RETRIES, AsyncAPIClient, SyncAPIClient
+from memvault_sdk.resources import (
+    AsyncAudit,
+    AsyncEntities,
+    AsyncEvents,
+    AsyncJobs,
+    AsyncKeys,
+    AsyncMemories,
+    AsyncNamespaces,
+    AsyncPortability,
+    AsyncRecall,
+    AsyncRelations,
+    AsyncSessions,
+    AsyncTraces,
+    Audit,
+    Entities,
+    Events,
+    Jobs,
+    Keys,
+    Memories,
+    Namespaces,
+    Portability,
+    Recall,
+    Relations,
+    Sessions,
+    Traces,
+)
+
+
+class MemVault(SyncAPIClient):
+    """A blocking client.
+
+    ``api_key`` defaults to ``MEMVAULT_API_KEY``, ``base_url`` to ``MEMVAULT_BASE_URL`` (else
+    http://127.0.0.1:8080), ``namespace`` to ``MEMVAULT_NAMESPACE`` (else ``default``); every
+    namespaced method also takes ``namespace=``. Failed requests are retried ``max_retries`` times
+    when that is safe (connection errors, 429, 5xx), writes with one Idempotency-Key throughout.
+    """
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        namespace: str | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        default_headers: Mapping[str, str] | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        super().__init__(
+            api_key=api_key,
+            base_url=base_url,
+            namespace=namespace,
+            timeout=timeout,
+            max_retries=max_retries,
+            default_headers=default_headers,
+            http_client=http_client,
+        )
+        self.memories = Memories(self)
+        self.events = Events(self)
+        self.sessions = Sessions(self)
+        self.entities = Entities(self)
+        self.relations = Relations(self)
+        self.traces = Traces(self)
+        self.namespaces = Namespaces(self)
+        self.keys = Keys(self)
+        self.audit = Audit(self)
+        self.jobs = Jobs(self)
+        recall, portability = Recall(self), Portability(self)
+        self.search = recall.search
+        self.context = recall.context
+        self.forget = portability.forget
+        self.export = portability.export
+        self.import_ = portability.import_
+        self.status = portability.status
+
+    def with_options(self, **overrides: Any) -> MemVault:
+        """A client like this one with some options changed (e.g. ``namespace``, ``max_retries``,
+        ``timeout``), sharing its connection pool."""
+        options: dict[str, Any] = {
+            "api_key": self.api_key,
+            "base_url": self.base_url,
+            "namespace": self.namespace,
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+            "default_headers": self.default_headers,
+        }
+        copy = MemVault(**{**options, **overrides}, http_client=self._http)
+        return copy
+
+
+class AsyncMemVault(AsyncAPIClient):
+    """An asyncio client with the same resources and methods as MemVault, awaited. List methods
+    return a paginator: ``await`` it for the first page or ``async for`` over every item."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        namespace: str | None = None,
+        timeout: float | httpx.Timeout | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        default_headers: Mapping[str, str] | None = None,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(
+            api_key=api_key,
+            base_url=base_url,
+            namespace=namespace,
+            timeout=timeout,
+            max_retries=max_retries,
+            default_headers=default_headers,
+            http_client=http_client,
+        )
+        self.memories = AsyncMemories(self)
+        self.events = AsyncEvents(self)
+        self.sessions = AsyncSessions(self)
+        self.entities = AsyncEntities(self)
+        self.relations = AsyncRelations(self)
+        self.traces = AsyncTraces(self)
+        self.namespaces = AsyncNamespaces(self)
+        self.keys = AsyncKeys(self)
+        self.audit = AsyncAudit(self)
+        self.jobs = AsyncJobs(self)
+        recall, portability = AsyncRecall(self), AsyncPortability(self)
+        self.search = recall.search
+        self.context = recall.context
+        self.forget = portability.forget
+        self.export = portability.export
+        self.import_ = portability.import_
+        self.status = portability.status
+
+    def with_options(self, **overrides: Any) -> AsyncMemVault:
+        """A client like this one with some options changed, sharing its connection pool."""
+        options: dict[str, Any] = {
+            "api_key": self.api_key,
+            "base_url": self.base_url,
+            "namespace": self.namespace,
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+            "default_headers": self.default_headers,
+        }
+        return AsyncMemVault(**{**options, **overrides}, http_client=self._http)

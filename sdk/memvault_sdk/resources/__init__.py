@@ -1,0 +1,35 @@
+from memvault_sdk.resources.admin import AsyncAudit, AsyncKeys, AsyncNamespaces, Audit, Keys, Namespaces
+from memvault_sdk.resources.entities import AsyncEntities, AsyncRelations, Entities, Relations
+from memvault_sdk.resources.events import AsyncEvents, AsyncSessions, Events, Sessions
+from memvault_sdk.resources.jobs import AsyncJobs, Jobs
+from memvault_sdk.resources.memories import AsyncMemories, Memories
+from memvault_sdk.resources.portability import AsyncPortability, Portability
+from memvault_sdk.resources.recall import AsyncRecall, Recall
+from memvault_sdk.resources.traces import AsyncTraces, Traces
+
+__all__ = [
+    "AsyncAudit",
+    "AsyncEntities",
+    "AsyncEvents",
+    "AsyncJobs",
+    "AsyncKeys",
+    "AsyncMemories",
+    "AsyncNamespaces",
+    "AsyncPortability",
+    "AsyncRecall",
+    "AsyncRelations",
+    "AsyncSessions",
+    "AsyncTraces",
+    "Audit",
+    "Entities",
+    "Events",
+    "Jobs",
+    "Keys",
+    "Memories",
+    "Namespaces",
+    "Portability",
+    "Recall",
+    "Relations",
+    "Sessions",
+    "Traces",
+]

@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from memvault_sdk._base import APIRequest, body
+from memvault_sdk.resources._resource import AsyncAPIResource, SyncAPIResource
+from memvault_sdk.types.context import Context, ContextParams
+from memvault_sdk.types.memories import MemoryFilters
+from memvault_sdk.types.search import SearchParams, SearchResponse
+
+
+class Recall(SyncAPIResource):
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        filters: MemoryFilters | dict[str, Any] | None = None,
+        min_score: float | None = None,
+        knowledge_at: datetime | None = None,
+        valid_at: datetime | None = None,
+        namespace: str | None = None,
+    ) -> SearchResponse:
+        """Find memories by meaning and by words. Each result has its fused ``score``, its
+        ``semantic_relevance`` (cosine; what ``min_score`` filters on) and which channels found it."""
+        payload = body(
+            SearchParams,
+            query=query,
+            limit=limit,
+            filters=filters,
+            min_score=min_score,
+            knowledge_at=knowledge_at,
+            valid_at=valid_at,
+        )
+        return self._call(APIRequest("POST", f"{self._ns(namespace)}/search", json=payload), SearchResponse)
+
+    def context(
+        self,
+        query: str | None = None,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        token_budget: int | None = None,
+        limit: int | None = None,
+        filters: MemoryFilters | dict[str, Any] | None = None,
+        namespace: str | None = None,
+    ) -> Context:
+        """A prompt-ready markdown block of what is remembered for a query and/or a session or user,
+        packed by rank into ``token_budget`` tokens."""
+        payload = body(
+            ContextParams,
+            query=query,
+            session_id=session_id,
+            user_id=user_id,
+            token_budget=token_budget,
+            limit=limit,
+            filters=filters,
+        )
+        return self._call(APIRequest("POST", f"{self._ns(namespace)}/context", json=payload), Context)
+
+
+class AsyncRecall(AsyncAPIResource):
+    async def search(
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        filters: MemoryFilters | dict[str, Any] | None = None,
+        min_score: float | None = None,
+        knowledge_at: datetime | None = None,
+        valid_at: datetime | None = None,
+        namespace: str | None = None,
+    ) -> SearchResponse:
+        """Find memories by meaning and by words. Each result has its fused ``score``, its
+        ``semantic_relevance`` (cosine; what ``min_score`` filters on) and which channels found it."""
+        payload = body(
+            SearchParams,
+            query=query,
+            limit=limit,
+            filters=filters,
+            min_score=min_score,
+            knowledge_at=knowledge_at,
+            valid_at=valid_at,
+        )
+        return await self._call(APIRequest("POST", f"{self._ns(namespace)}/search", json=payload), SearchResponse)
+
+    async def context(
+        self,
+        query: str | None = None,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        token_budget: int | None = None,
+        limit: int | None = None,
+        filters: MemoryFilters | dict[str, Any] | None = None,
+        namespace: str | None = None,
+    ) -> Context:
+        """A prompt-ready markdown block of what is remembered for a query and/or a session or user,
+        packed by rank into ``token_budget`` tokens."""
+        payload = body(
+            ContextParams,
+            query=query,
+            session_id=session_id,
+            user_id=user_id,
+            token_budget=token_budget,
+            limit=limit,
+            filters=filters,
+        )
+        return await self._call(APIRequest("POST", f"{self._ns(namespace)}/context", json=payload), Context)

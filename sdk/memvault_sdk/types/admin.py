@@ -1,0 +1,110 @@
+"""Namespaces, API keys, the audit log, forget, import and status."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from memvault_sdk.types._model import Model, Params
+
+Scope = Literal["read", "write", "admin"]
+
+
+class NamespaceCreate(Params):
+    name: str
+    description: str | None = None
+
+
+class Namespace(Model):
+    id: str
+    name: str
+    description: str | None = None
+    created_at: datetime
+    memory_count: int | None = None
+
+
+class KeyCreate(Params):
+    name: str | None = None
+    scopes: list[Scope] | None = None
+    namespaces: list[str] | None = None
+    default_namespace: str | None = None
+
+
+class ApiKey(Model):
+    id: str
+    prefix: str
+    name: str
+    scopes: list[str]
+    namespaces: list[str] | None = None
+    default_namespace: str | None = None
+    created_at: datetime
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class ApiKeyCreated(ApiKey):
+    key: str = Field(description="The API key itself; shown once.")
+
+
+class AuditEntry(Model):
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    namespace: str | None = None
+    namespace_id: str | None = None
+    target_id: str | None = None
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class ForgetParams(Params):
+    user_id: str | None = None
+    session_id: str | None = None
+    entity_id: str | None = None
+    all: bool | None = None
+    hard: bool | None = None
+
+
+class ForgetResult(Model):
+    hard: bool
+    selector: str
+    memories: int
+    events: int
+    sessions: int
+    traces: int
+    entities: int
+    relations: int
+
+
+class ImportResult(Model):
+    imported: dict[str, int]
+
+
+class DatabaseStatus(Model):
+    ok: bool
+    embedded: bool | None = None
+
+
+class RedisStatus(Model):
+    configured: bool
+    ok: bool | None = None
+
+
+class PrincipalSummary(Model):
+    tenant_id: str
+    subject: str
+    scopes: list[str]
+    namespaces: list[str]
+    memories: int
+
+
+class Status(Model):
+    status: str
+    version: str
+    database: DatabaseStatus
+    redis: RedisStatus
+    embedding_model: str
+    jobs: str | None = None
+    principal: PrincipalSummary | None = Field(default=None, description="Present when called with a key.")

@@ -1,0 +1,326 @@
+"""Queries of the maintenance jobs. Every function filters by tenant and namespace explicitly;
+they run inside the job's tenant transaction, under row-level security as well."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvault.entities.models import MemoryEntity
+from memvault.memories.models import Memory
+
+# Current and not archived: what dedup, decay and search work on.
+LIVE = "m.superseded_at IS NULL AND m.state <> 'archived'"
+# The merge representative comes first: stable over tentative, then importance, recall, age.
+PRIORITY = "(m.state = 'stable') DESC, m.importance DESC, m.access_count DESC, m.created_at, m.id"
+# Two memories may be the same fact only with the same scope, owner, type, key and valid time.
+SAME_SLOT = """
+    b.scope = m.scope AND b.type = m.type
+    AND b.user_id IS NOT DISTINCT FROM m.user_id AND b.session_id IS NOT DISTINCT FROM m.session_id
+    AND b.agent_id IS NOT DISTINCT FROM m.agent_id AND b.key IS NOT DISTINCT FROM m.key
+    AND b.valid_from IS NOT DISTINCT FROM m.valid_from AND b.valid_to IS NOT DISTINCT FROM m.valid_to
+"""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: uuid.UUID
+    content: str
+    rank: tuple[Any, ...]
+
+
+async def exact_groups(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> list[list[uuid.UUID]]:
+    """Live memories with the same normalised text in the same slot, best first in each group."""
+    rows = await s.execute(
+        text(
+            f"""
+            SELECT array_agg(m.id ORDER BY {PRIORITY}) FROM memories m
+            WHERE m.tenant_id = :t AND m.namespace_id = :n AND {LIVE}
+            GROUP BY m.scope, m.type, m.user_id, m.session_id, m.agent_id, m.key, m.valid_from, m.valid_to,
+                     m.content_hash
+            HAVING count(*) > 1
+            """
+        ),
+        {"t": tenant_id, "n": namespace_id},
+    )
+    return [list(ids) for (ids,) in rows.all()]
+
+
+async def near_pairs(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    *,
+    model_id: str,
+    threshold: float,
+    after: uuid.UUID | None,
+    batch: int,
+    use_index: bool,
+    neighbours: int = 5,
+) -> tuple[list[tuple[uuid.UUID, uuid.UUID, float]], uuid.UUID | None]:
+    """For the next ``batch`` live memories by id, their nearest live neighbours in the same slot
+    with cosine >= threshold (each pair once). One statement: a lateral HNSW probe per memory.
+
+    ``use_index`` (for large namespaces) makes each probe an HNSW index scan: ~1 ms instead of a
+    scan of the namespace, but approximate. A namespace that is most of the table looks cheaper
+    to scan to the planner, and is not: the scan runs once per memory. Small namespaces keep the
+    planner's exact plan.
+
+    Returns the pairs and the last id looked at (None when the namespace is done)."""
+    if use_index:
+        # A near-duplicate is by definition among the very nearest: a small beam finds it.
+        # Nor may it read the namespace by another index and sort it: only HNSW gives the order.
+        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
+            await s.execute(text("SELECT set_config(:k, 'off', true)"), {"k": setting})
+        await s.execute(text("SELECT set_config('hnsw.ef_search', '20', true)"))
+        await s.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
+    rows = (
+        await s.execute(
+            text(
+                f"""
+                WITH a AS (
+                    SELECT m.* FROM memories m
+                    WHERE m.tenant_id = :t AND m.namespace_id = :n AND {LIVE}
+                      AND m.embedding_model = :model AND m.embedding IS NOT NULL
+                      AND (CAST(:after AS uuid) IS NULL OR m.id > CAST(:after AS uuid))
+                    ORDER BY m.id LIMIT :batch
+                )
+                SELECT m.id, nb.id, 1 - nb.dist FROM a m
+                LEFT JOIN LATERAL (
+                    SELECT b.id, b.embedding <=> m.embedding AS dist FROM memories b
+                    WHERE b.tenant_id = :t AND b.namespace_id = :n
+                      AND b.superseded_at IS NULL AND b.state <> 'archived'
+                      AND b.embedding_model = :model AND b.id <> m.id AND {SAME_SLOT}
+                    ORDER BY b.embedding <=> m.embedding LIMIT :k
+                ) nb ON true
+                """
+            ),
+            {"t": tenant_id, "n": namespace_id, "model": model_id, "after": after, "batch": batch, "k": neighbours},
+        )
+    ).all()
+    if not rows:
+        return [], None
+    # PostgreSQL orders uuids bytewise, as Python's UUID does: the keyset carries over.
+    last = max(a for a, _, _ in rows)
+    pairs: dict[tuple[uuid.UUID, uuid.UUID], float] = {}
+    for a, b, sim in rows:
+        if b is not None and sim is not None and sim >= threshold:
+            pairs[(min(a, b), max(a, b))] = float(sim)
+    return [(a, b, sim) for (a, b), sim in pairs.items()], last
+
+
+async def count_live(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> int:
+    return int(
+        await s.scalar(
+            select(func.count()).where(
+                Memory.tenant_id == tenant_id,
+                Memory.namespace_id == namespace_id,
+                Memory.superseded_at.is_(None),
+                Memory.state != "archived",
+            )
+        )
+        or 0
+    )
+
+
+async def candidates(s: AsyncSession, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Candidate]:
+    rows = await s.execute(
+        select(
+            Memory.id,
+            Memory.content,
+            Memory.state,
+            Memory.importance,
+            Memory.access_count,
+            Memory.created_at,
+        ).where(Memory.tenant_id == tenant_id, Memory.id.in_(list(ids)))
+    )
+    return {
+        i: Candidate(i, content, (state != "stable", -importance, -access, created, i))
+        for i, content, state, importance, access, created in rows.all()
+    }
+
+
+async def lock_live(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, Memory]:
+    """The still-live memories among ids, locked until the transaction ends."""
+    rows = await s.scalars(
+        select(Memory)
+        .where(
+            Memory.tenant_id == tenant_id,
+            Memory.namespace_id == namespace_id,
+            Memory.id.in_(list(ids)),
+            Memory.superseded_at.is_(None),
+            Memory.state != "archived",
+        )
+        .order_by(Memory.id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    return {m.id: m for m in rows.all()}
+
+
+async def merge(
+    s: AsyncSession, tenant_id: uuid.UUID, rep: Memory, dups: Sequence[Memory]
+) -> tuple[Memory, list[Memory]]:
+    """Fold ``dups`` into ``rep``: it cites their events, counts their mentions, lists them in
+    metadata.merged_from and takes their entity links; they are superseded by it, not deleted."""
+    cited = list(dict.fromkeys([*rep.source_event_ids, *(e for d in dups for e in d.source_event_ids)]))
+
+    def mentions(m: Memory) -> int:
+        value = m.metadata_.get("mentions")
+        return int(value) if isinstance(value, int | float) and not isinstance(value, bool) and value >= 1 else 1
+
+    merged_from = rep.metadata_.get("merged_from")
+    metadata = {
+        **rep.metadata_,
+        "mentions": mentions(rep) + sum(mentions(d) for d in dups),
+        "merged_from": [*(merged_from if isinstance(merged_from, list) else []), *(str(d.id) for d in dups)],
+    }
+    kept = await s.scalar(
+        update(Memory)
+        .where(Memory.tenant_id == tenant_id, Memory.id == rep.id)
+        .values(source_event_ids=cited, metadata_=metadata, updated_at=func.now())
+        .returning(Memory),
+        execution_options={"synchronize_session": False, "populate_existing": True},
+    )
+    assert kept is not None  # locked by lock_live
+    gone = await s.scalars(
+        update(Memory)
+        .where(Memory.tenant_id == tenant_id, Memory.id.in_([d.id for d in dups]))
+        .values(superseded_at=func.clock_timestamp(), superseded_by=rep.id, updated_at=func.now())
+        .returning(Memory),
+        execution_options={"synchronize_session": False, "populate_existing": True},
+    )
+    links = (
+        select(MemoryEntity.tenant_id, func.cast(rep.id, MemoryEntity.memory_id.type), MemoryEntity.entity_id)
+        .where(MemoryEntity.tenant_id == tenant_id, MemoryEntity.memory_id.in_([d.id for d in dups]))
+        .distinct()
+    )
+    await s.execute(
+        insert(MemoryEntity)
+        .from_select(["tenant_id", "memory_id", "entity_id"], links)
+        .on_conflict_do_nothing(index_elements=["tenant_id", "memory_id", "entity_id"])
+    )
+    return kept, list(gone.all())
+
+
+def strength_sql(half_life_days: float) -> str:
+    """Strength in SQL: recency halves every half-life since the last access (else creation),
+    recall multiplies it by 1 + ln(1 + access_count), importance by 0.5 + importance (so the
+    default importance 0.5 leaves it as is)."""
+    return (
+        f"power(0.5, extract(epoch FROM now() - coalesce(m.last_accessed_at, m.created_at)) "
+        f"/ 86400.0 / {float(half_life_days)!r}) * (1 + ln(1 + m.access_count)) * (0.5 + m.importance)"
+    )
+
+
+async def _update_returning(s: AsyncSession, sql: str, params: dict[str, Any]) -> list[Memory]:
+    stmt = select(Memory).from_statement(text(sql).bindparams(**params))
+    rows = await s.scalars(stmt, execution_options={"populate_existing": True})
+    return list(rows.all())
+
+
+async def archive_weak(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, *, half_life_days: float, below: float, batch: int
+) -> list[Memory]:
+    """Archive up to ``batch`` live memories whose strength is below ``below``."""
+    return await _update_returning(
+        s,
+        f"""
+        UPDATE memories SET state = 'archived', updated_at = now()
+        WHERE tenant_id = :t AND id IN (
+            SELECT m.id FROM memories m WHERE m.tenant_id = :t AND m.namespace_id = :n AND {LIVE}
+              AND {strength_sql(half_life_days)} < :below
+            ORDER BY m.id LIMIT :batch FOR UPDATE SKIP LOCKED)
+        RETURNING *
+        """,
+        {"t": tenant_id, "n": namespace_id, "below": below, "batch": batch},
+    )
+
+
+async def promote_reinforced(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, *, min_mentions: int, min_accesses: int, batch: int
+) -> list[Memory]:
+    """Make stable up to ``batch`` current tentative memories mentioned or recalled often enough.
+    A `mentions` that is not a number (metadata is the caller's) counts as one mention."""
+    return await _update_returning(
+        s,
+        """
+        UPDATE memories SET state = 'stable', updated_at = now()
+        WHERE tenant_id = :t AND id IN (
+            SELECT m.id FROM memories m WHERE m.tenant_id = :t AND m.namespace_id = :n
+              AND m.superseded_at IS NULL AND m.state = 'tentative'
+              AND (m.access_count >= :acc OR (jsonb_typeof(m.metadata -> 'mentions') = 'number'
+                                              AND (m.metadata ->> 'mentions')::numeric >= :men))
+            ORDER BY m.id LIMIT :batch FOR UPDATE SKIP LOCKED)
+        RETURNING *
+        """,
+        {"t": tenant_id, "n": namespace_id, "acc": min_accesses, "men": min_mentions, "batch": batch},
+    )
+
+
+async def has_other_model(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, model_id: str) -> bool:
+    """Whether some live memory of the namespace has no vector of ``model_id``. Three probes of
+    ix_memories_model (below, above, NULL) instead of a scan of the namespace: every search asks."""
+    found = await s.scalar(
+        text(
+            """
+            SELECT EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = :t AND m.namespace_id = :n
+                             AND m.superseded_at IS NULL AND m.state <> 'archived' AND m.embedding_model < :model)
+                OR EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = :t AND m.namespace_id = :n
+                             AND m.superseded_at IS NULL AND m.state <> 'archived' AND m.embedding_model > :model)
+                OR EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = :t AND m.namespace_id = :n
+                             AND m.superseded_at IS NULL AND m.state <> 'archived' AND m.embedding_model IS NULL)
+            """
+        ),
+        {"t": tenant_id, "n": namespace_id, "model": model_id},
+    )
+    return bool(found)
+
+
+async def count_other_model(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, model_id: str) -> int:
+    """Memories of the namespace (every version and state: time-travel reads use them too)
+    without a vector of ``model_id``."""
+    return int(
+        await s.scalar(
+            select(func.count()).where(
+                Memory.tenant_id == tenant_id,
+                Memory.namespace_id == namespace_id,
+                Memory.embedding_model.is_distinct_from(model_id),
+            )
+        )
+        or 0
+    )
+
+
+async def next_to_reembed(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, model_id: str, batch: int
+) -> list[tuple[uuid.UUID, str]]:
+    rows = await s.execute(
+        select(Memory.id, Memory.content)
+        .where(
+            Memory.tenant_id == tenant_id,
+            Memory.namespace_id == namespace_id,
+            Memory.embedding_model.is_distinct_from(model_id),
+        )
+        .order_by(Memory.id)
+        .limit(batch)
+    )
+    return [(i, c) for i, c in rows.all()]
+
+
+async def set_vectors(
+    s: AsyncSession, tenant_id: uuid.UUID, model_id: str, vectors: Sequence[tuple[uuid.UUID, list[float]]]
+) -> None:
+    """Store new vectors. updated_at stays: a new vector of the same text is not a change of the memory."""
+    await s.execute(
+        update(Memory),
+        [{"tenant_id": tenant_id, "id": i, "embedding": v, "embedding_model": model_id} for i, v in vectors],
+    )

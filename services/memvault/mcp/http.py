@@ -1,0 +1,107 @@
+"""The remote MCP endpoint at /mcp: Streamable HTTP, stateless (any replica serves any request),
+JSON responses, Host/Origin checked against DNS rebinding. The bearer credential is checked here,
+before the MCP layer sees the request, and the Principal travels with the request to the tools."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.types import Receive, Scope, Send
+
+from memvault.config import Settings
+from memvault.errors import MemvaultError
+from memvault.gateway.deps import MissingCredentials
+from memvault.keys.tokens import KEY_PREFIX
+from memvault.mcp.runtime import PRINCIPAL_STATE, bind_principal, unbind_principal
+
+LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost"]
+LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+
+
+def transport_security(settings: Settings) -> TransportSecuritySettings:
+    """Requests must name this server (Host) and, from browsers, come from an allowed Origin; a
+    malicious web page cannot reach a local memvault through the user's browser."""
+    public = urlsplit(settings.resolved_public_url())
+    origin = f"{public.scheme}://{public.netloc}"
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[public.netloc, *LOOPBACK_HOSTS, *settings.mcp_allowed_hosts],
+        allowed_origins=[origin, *LOOPBACK_ORIGINS, *settings.mcp_allowed_origins],
+    )
+
+
+def mount(server: MCPServer, settings: Settings) -> MCPEndpoint:
+    """Build the stateless session manager for ``server`` and the ASGI endpoint that serves it."""
+    server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        transport_security=transport_security(settings),
+    )
+    return MCPEndpoint(server, challenge=challenge(settings))
+
+
+def challenge(settings: Settings) -> str:
+    """RFC 6750 / RFC 9728 challenge: where an MCP client given only the URL finds how to sign in."""
+    metadata = f"{settings.resolved_public_url()}/.well-known/oauth-protected-resource/mcp"
+    return f'Bearer realm="memvault", resource_metadata="{metadata}", scope="read write"'
+
+
+class MCPEndpoint:
+    """ASGI app for /mcp and /mcp/ (both served, neither redirects: some clients do not follow)."""
+
+    def __init__(self, server: MCPServer, challenge: str = 'Bearer realm="memvault"') -> None:
+        self.server = server
+        self.challenge = challenge
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        api = scope["app"].state.api
+        try:
+            raw = _bearer(scope)
+            # An API key (for clients that can send headers) or an OAuth access token minted for
+            # this endpoint; either becomes the same kind of Principal.
+            authenticate = api.authenticate if raw.startswith(KEY_PREFIX) else api.authenticate_access_token
+            principal = await authenticate(raw)
+        except MemvaultError as exc:
+            await _challenge(scope, send, exc, self.challenge)
+            return
+        scope.setdefault("state", {})[PRINCIPAL_STATE] = principal
+        token = bind_principal(principal)
+        try:
+            await self.server.session_manager.handle_request(scope, receive, send)
+        finally:
+            unbind_principal(token)
+
+
+def _bearer(scope: Scope) -> str:
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise MissingCredentials("Send 'Authorization: Bearer <API key or OAuth access token>'.")
+    return token.strip()
+
+
+async def _challenge(scope: Scope, send: Send, exc: MemvaultError, base: str) -> None:
+    body: dict[str, Any] = exc.problem()
+    rid = scope.get("state", {}).get("request_id")
+    if rid:
+        body["request_id"] = rid
+    raw = json.dumps(body).encode()
+    error = "invalid_token" if exc.code != MissingCredentials.code else None
+    challenge = base + (f', error="{error}"' if error else "")
+    await send(
+        {
+            "type": "http.response.start",
+            "status": exc.status,
+            "headers": [
+                (b"content-type", b"application/problem+json"),
+                (b"content-length", str(len(raw)).encode()),
+                (b"www-authenticate", challenge.encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": raw})

@@ -1,0 +1,148 @@
+"""`memvault mcp`: the same tools over stdio, for local clients that launch a command.
+
+Two modes. With `--url` it is a bridge: every request is forwarded to a remote memvault's /mcp
+with the API key from `MEMVAULT_API_KEY`, and answered with the remote's response. Without it,
+the tools run in this process against the configured database (the embedded default unless
+`MEMVAULT_DATABASE_URL`), as the key in `MEMVAULT_API_KEY` or, if none is set, as the first
+tenant's administrator (the machine's owner). Only protocol goes to stdout; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from memvault import __version__
+from memvault.config import Settings
+from memvault.mcp.server import Profile
+
+log = logging.getLogger(__name__)
+
+
+class BridgeError(RuntimeError):
+    pass
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+async def serve_local(settings: Settings, profile: Profile) -> None:
+    from memvault.api import NamespaceAPI
+    from memvault.db.session import Database
+    from memvault.embeddings import build_embedder
+    from memvault.mcp.runtime import Runtime
+    from memvault.mcp.server import build_server
+    from memvault.principal import Principal
+    from memvault.runtime import bootstrap, prepare_database
+    from memvault.tenants import service as tenants_service
+
+    # Starting a database, migrating it and loading a model may print; none of it may reach the
+    # protocol stream, so stdout (the descriptor, for child processes too) points at stderr until
+    # the server takes it over.
+    with _stdout_to_stderr():
+        db = Database(prepare_database(settings), pool_size=2)
+        embedder = build_embedder(settings)
+        load = getattr(embedder, "load", None)
+        if load is not None:
+            load()
+    api = NamespaceAPI(db, embedder, settings)
+    try:
+        with _stdout_to_stderr():
+            key = os.environ.get("MEMVAULT_API_KEY")
+            if key:
+                principal = await api.authenticate(key)
+            else:
+                await bootstrap(db, settings)
+                async with db.owner() as s:
+                    tenant = await tenants_service.by_name(s, settings.bootstrap_tenant)
+                if tenant is None:
+                    raise BridgeError(f"no tenant '{settings.bootstrap_tenant}'; set MEMVAULT_API_KEY")
+                principal = Principal.system(tenant.id, subject="stdio")
+        server = build_server(Runtime(api=lambda: api, fixed_principal=principal), profile)
+        await server.run_stdio_async()
+    finally:
+        await embedder.aclose()
+        await db.dispose()
+
+
+async def serve_bridge(url: str, api_key: str) -> None:
+    """Forward every request to the remote server; one remote session for the bridge's lifetime."""
+    headers = {"Authorization": f"Bearer {api_key}"}
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as remote,
+    ):
+        init = await remote.initialize()
+
+        async def list_tools(ctx: Any, params: Any) -> Any:
+            return await remote.list_tools(params=params)
+
+        async def call_tool(ctx: Any, params: Any) -> Any:
+            return await remote.call_tool(params.name, params.arguments or {})
+
+        async def list_resources(ctx: Any, params: Any) -> Any:
+            return await remote.list_resources(params=params)
+
+        async def list_resource_templates(ctx: Any, params: Any) -> Any:
+            return await remote.list_resource_templates(params=params)
+
+        async def read_resource(ctx: Any, params: Any) -> Any:
+            return await remote.read_resource(params.uri)
+
+        async def list_prompts(ctx: Any, params: Any) -> Any:
+            return await remote.list_prompts(params=params)
+
+        async def get_prompt(ctx: Any, params: Any) -> Any:
+            return await remote.get_prompt(params.name, params.arguments)
+
+        server: Server[Any] = Server(
+            init.server_info.name,
+            version=init.server_info.version or __version__,
+            instructions=init.instructions,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_list_resources=list_resources,
+            on_list_resource_templates=list_resource_templates,
+            on_read_resource=read_resource,
+            on_list_prompts=list_prompts,
+            on_get_prompt=get_prompt,
+        )
+        async with stdio_server() as (stdin, stdout):
+            await server.run(stdin, stdout, server.create_initialization_options())
+
+
+def main(settings: Settings, url: str | None, profile: Profile) -> int:
+    import anyio
+
+    logging.basicConfig(stream=sys.stderr, level=settings.log_level)
+    if url:
+        key = os.environ.get("MEMVAULT_API_KEY")
+        if not key:
+            print("memvault mcp --url needs MEMVAULT_API_KEY in the environment", file=sys.stderr)
+            return 2
+        anyio.run(serve_bridge, url, key)
+    else:
+        anyio.run(serve_local, settings, profile)
+    return 0

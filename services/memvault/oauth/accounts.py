@@ -1,0 +1,128 @@
+"""AccountOps: tenant users who sign in to MCP clients, and the tenant's view of which clients
+they let in (grants), with revocation. Admin scope throughout; REST and the CLI call these."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from memvault.audit import repository as audit
+from memvault.facade import FacadeBase
+from memvault.oauth import repository as repo
+from memvault.oauth import secrets
+from memvault.oauth.errors import GrantNotFound, UserExists, UserNotFound, WeakPassword
+from memvault.oauth.models import OAuthClient
+from memvault.oauth.schemas import AccountOut, ClientOut, GrantOut, UserIn, UserOut
+from memvault.principal import Principal
+
+
+class AccountOps(FacadeBase):
+    async def create_user(self, p: Principal, body: UserIn) -> UserOut:
+        """Create a tenant user who can sign in to MCP clients with email and password."""
+        p.require("admin")
+        if len(body.password) < secrets.MIN_PASSWORD_LENGTH:
+            raise WeakPassword(
+                f"The password needs at least {secrets.MIN_PASSWORD_LENGTH} characters.", extra={"field": "password"}
+            )
+        password_hash = await secrets.hash_password(body.password)
+        try:
+            async with self._db.tenant_tx(p.tenant_id) as tx:
+                row = await repo.create_user(
+                    tx.session,
+                    p.tenant_id,
+                    email=body.email,
+                    name=body.name,
+                    password_hash=password_hash,
+                    scopes=list(dict.fromkeys(body.scopes)),
+                )
+                await audit.record(tx.session, p.tenant_id, p.subject, "user.create", target_id=str(row.id))
+        except IntegrityError as exc:
+            raise UserExists(f"A user with email {body.email!r} already exists.", extra={"field": "email"}) from exc
+        return UserOut.model_validate(row)
+
+    async def list_users(self, p: Principal) -> list[UserOut]:
+        """The tenant's users (never their password hashes)."""
+        p.require("admin")
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            rows = await repo.list_users(tx.session, p.tenant_id)
+        return [UserOut.model_validate(r) for r in rows]
+
+    async def find_user(self, p: Principal, email: str) -> UserOut:
+        p.require("admin")
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            row = await repo.user_by_email(tx.session, p.tenant_id, email.strip().lower())
+        if row is None:
+            raise UserNotFound(f"No user with email {email!r}.")
+        return UserOut.model_validate(row)
+
+    async def disable_user(self, p: Principal, user_id: uuid.UUID) -> UserOut:
+        """Disable a user: no more sign-ins, and every grant they gave ends now (their clients'
+        tokens stop working on the next request)."""
+        p.require("admin")
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            row = await repo.disable_user(tx.session, p.tenant_id, user_id)
+            if row is None:
+                raise UserNotFound(f"No user with id {user_id}.")
+            revoked = await repo.revoke_grants(tx.session, p.tenant_id, user_id=user_id, reason="user_disabled")
+            await audit.record(
+                tx.session,
+                p.tenant_id,
+                p.subject,
+                "user.disable",
+                target_id=str(user_id),
+                detail={"grants": len(revoked)},
+            )
+        return UserOut.model_validate(row)
+
+    async def get_account(self, p: Principal) -> AccountOut:
+        """The tenant's OAuth picture: its users, the clients they signed in to, and the grants."""
+        p.require("admin")
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            rows = await repo.list_grants(tx.session, p.tenant_id)
+            users = await repo.count_users(tx.session, p.tenant_id)
+        seen: dict[str, ClientOut] = {}
+        for _, _, c in rows:
+            seen.setdefault(
+                c.client_id,
+                ClientOut(
+                    client_id=c.client_id,
+                    client_name=c.client_name,
+                    kind=c.kind,  # type: ignore[arg-type]
+                    redirect_uris=c.redirect_uris,
+                    created_at=c.created_at,
+                ),
+            )
+        return AccountOut(
+            tenant_id=p.tenant_id,
+            users=users,
+            clients=list(seen.values()),
+            grants=[_grant_out(g, email, c) for g, email, c in rows],
+        )
+
+    async def revoke_grant(self, p: Principal, grant_id: uuid.UUID) -> GrantOut:
+        """Revoke one grant: the client's refresh token and access tokens stop working now."""
+        p.require("admin")
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            revoked = await repo.revoke_grants(tx.session, p.tenant_id, grant_id=grant_id, reason="revoked_by_admin")
+            if not revoked:
+                raise GrantNotFound(f"No grant with id {grant_id}.")
+            await audit.record(tx.session, p.tenant_id, p.subject, "oauth.revoke", target_id=str(grant_id))
+            rows = [r for r in await repo.list_grants(tx.session, p.tenant_id) if r[0].id == grant_id]
+        return _grant_out(*rows[0])
+
+
+def _grant_out(g: Any, email: str, c: OAuthClient) -> GrantOut:
+    return GrantOut(
+        id=g.id,
+        user_id=g.user_id,
+        user_email=email,
+        client_id=g.client_id,
+        client_name=c.client_name,
+        scopes=g.scopes,
+        namespaces=g.namespaces,
+        created_at=g.created_at,
+        last_used_at=g.last_used_at,
+        revoked_at=g.revoked_at,
+    )

@@ -1,0 +1,79 @@
+"""The keys that sign access tokens, kept in PostgreSQL so every gateway replica signs and verifies
+with the same set, and rotated by age: the newest key signs; a retired key stays published at the
+JWKS URL, and keeps verifying, until every token it signed has expired."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+
+from joserfc.jwk import ECKey, KeySet
+from sqlalchemy import delete, select, update
+
+from memvault.db.session import Database
+from memvault.oauth.models import SigningKey
+
+ALG = "ES256"
+# Keys are re-read at most this often; an unknown `kid` triggers an earlier re-read (a key another
+# replica just made), but no more than once per MIN_RELOAD_S.
+CACHE_S = 60.0
+MIN_RELOAD_S = 2.0
+
+
+class KeyRing:
+    def __init__(self, db: Database, *, rotation_s: int, token_ttl_s: int) -> None:
+        self._db = db
+        self._rotation = timedelta(seconds=rotation_s)
+        # A retired key verifies for as long as a token it signed can live, plus clock leeway.
+        self._grace = timedelta(seconds=token_ttl_s + 60)
+        self._keys: list[tuple[SigningKey, ECKey]] = []
+        self._loaded_at = 0.0
+
+    async def _load(self) -> None:
+        async with self._db.unscoped() as s:
+            rows = list((await s.scalars(select(SigningKey).order_by(SigningKey.created_at.desc()))).all())
+        self._keys = [(r, ECKey.import_key(r.private_pem, {"kid": r.kid, "alg": r.alg, "use": "sig"})) for r in rows]
+        self._loaded_at = time.monotonic()
+
+    async def _fresh(self) -> None:
+        if time.monotonic() - self._loaded_at > CACHE_S:
+            await self._load()
+
+    async def signing_key(self) -> ECKey:
+        """The key to sign with now; makes one (and retires the others) when the newest is too old."""
+        await self._fresh()
+        now = datetime.now(UTC)
+        current = next((k for r, k in self._keys if r.retired_at is None and now - r.created_at < self._rotation), None)
+        if current is not None:
+            return current
+        await self.rotate()
+        return self._keys[0][1]
+
+    async def rotate(self) -> str:
+        """Make a new signing key now; the previous ones retire but keep verifying. Returns its kid."""
+        key = ECKey.generate_key("P-256", auto_kid=True)
+        pem = key.as_pem(private=True)
+        async with self._db.unscoped() as s:
+            now = datetime.now(UTC)
+            await s.execute(update(SigningKey).where(SigningKey.retired_at.is_(None)).values(retired_at=now))
+            s.add(SigningKey(kid=key.kid, alg=ALG, private_pem=pem.decode() if isinstance(pem, bytes) else pem))
+            # Keys retired long enough ago that no token they signed can still be valid.
+            await s.execute(delete(SigningKey).where(SigningKey.retired_at < now - self._grace))
+        await self._load()
+        return str(key.kid)
+
+    def _live(self) -> list[ECKey]:
+        now = datetime.now(UTC)
+        return [k for r, k in self._keys if r.retired_at is None or now - r.retired_at < self._grace]
+
+    async def verification_keys(self, kid: str | None = None) -> KeySet:
+        await self._fresh()
+        unknown = kid is not None and all(k.kid != kid for k in self._live())
+        if unknown and time.monotonic() - self._loaded_at > MIN_RELOAD_S:
+            await self._load()
+        return KeySet(self._live())
+
+    async def jwks(self) -> dict[str, object]:
+        """The public halves, for /oauth/jwks.json."""
+        await self._fresh()
+        return {"keys": [{**k.as_dict(private=False), "alg": ALG, "use": "sig"} for k in self._live()]}

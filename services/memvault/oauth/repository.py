@@ -1,0 +1,236 @@
+"""OAuth persistence. Tenant tables are always filtered by tenant_id as well as guarded by RLS;
+the three lookups that precede knowing the tenant go through SECURITY DEFINER functions."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvault.namespaces.models import Namespace
+from memvault.oauth.models import AuthorizationCode, OAuthClient, OAuthGrant, OAuthUser, RefreshToken
+
+# ---- clients (global) ---------------------------------------------------------------------
+
+
+async def get_client(s: AsyncSession, client_id: str) -> OAuthClient | None:
+    return await s.get(OAuthClient, client_id)
+
+
+async def save_client(s: AsyncSession, kind: str, client_id: str, meta: dict[str, Any]) -> OAuthClient:
+    """Insert a client, or (a re-fetched metadata document) replace what we knew of it."""
+    values = {
+        "client_id": client_id,
+        "kind": kind,
+        "client_name": meta.get("client_name"),
+        "redirect_uris": meta["redirect_uris"],
+        "grant_types": meta["grant_types"],
+        "scope": meta.get("scope"),
+        "client_metadata": meta,
+        "fetched_at": func.now() if kind == "cimd" else None,
+    }
+    stmt = pg_insert(OAuthClient).values(**values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[OAuthClient.client_id],
+        set_={
+            c: stmt.excluded[c]
+            for c in ("kind", "client_name", "redirect_uris", "grant_types", "scope", "metadata", "fetched_at")
+        },
+    ).returning(OAuthClient)
+    row = await s.scalar(stmt, execution_options={"populate_existing": True})
+    assert row is not None
+    return row
+
+
+# ---- users ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FoundUser:
+    tenant_id: uuid.UUID
+    id: uuid.UUID
+    password_hash: str
+    disabled_at: datetime | None
+
+
+async def find_user_by_email(s: AsyncSession, email: str) -> FoundUser | None:
+    row = (await s.execute(text("SELECT * FROM memvault_find_oauth_user(:e)"), {"e": email})).mappings().first()
+    return FoundUser(**row) if row else None
+
+
+async def create_user(
+    s: AsyncSession, tenant_id: uuid.UUID, *, email: str, name: str, password_hash: str, scopes: list[str]
+) -> OAuthUser:
+    row = await s.scalar(
+        insert(OAuthUser)
+        .values(tenant_id=tenant_id, email=email, name=name, password_hash=password_hash, scopes=scopes)
+        .returning(OAuthUser)
+    )
+    assert row is not None
+    return row
+
+
+async def get_user(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> OAuthUser | None:
+    return await s.scalar(select(OAuthUser).where(OAuthUser.tenant_id == tenant_id, OAuthUser.id == user_id))
+
+
+async def user_by_email(s: AsyncSession, tenant_id: uuid.UUID, email: str) -> OAuthUser | None:
+    return await s.scalar(select(OAuthUser).where(OAuthUser.tenant_id == tenant_id, OAuthUser.email == email))
+
+
+async def list_users(s: AsyncSession, tenant_id: uuid.UUID) -> list[OAuthUser]:
+    stmt = select(OAuthUser).where(OAuthUser.tenant_id == tenant_id).order_by(OAuthUser.created_at, OAuthUser.id)
+    return list((await s.scalars(stmt)).all())
+
+
+async def count_users(s: AsyncSession, tenant_id: uuid.UUID) -> int:
+    return int(await s.scalar(select(func.count()).select_from(OAuthUser).where(OAuthUser.tenant_id == tenant_id)) or 0)
+
+
+async def disable_user(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> OAuthUser | None:
+    stmt = (
+        update(OAuthUser)
+        .where(OAuthUser.tenant_id == tenant_id, OAuthUser.id == user_id)
+        .values(disabled_at=func.coalesce(OAuthUser.disabled_at, func.now()))
+        .returning(OAuthUser)
+    )
+    return await s.scalar(stmt, execution_options={"synchronize_session": False})
+
+
+async def mark_login(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> None:
+    await s.execute(
+        update(OAuthUser)
+        .where(OAuthUser.tenant_id == tenant_id, OAuthUser.id == user_id)
+        .values(last_login_at=func.now()),
+        execution_options={"synchronize_session": False},
+    )
+
+
+# ---- authorization codes ---------------------------------------------------------------------
+
+
+async def insert_code(s: AsyncSession, tenant_id: uuid.UUID, **values: Any) -> None:
+    await s.execute(insert(AuthorizationCode).values(tenant_id=tenant_id, **values))
+
+
+async def code_tenant(s: AsyncSession, code_hash: str) -> uuid.UUID | None:
+    return await s.scalar(text("SELECT memvault_find_oauth_code(:h)"), {"h": code_hash})
+
+
+async def lock_code(s: AsyncSession, tenant_id: uuid.UUID, code_hash: str) -> AuthorizationCode | None:
+    stmt = (
+        select(AuthorizationCode)
+        .where(AuthorizationCode.tenant_id == tenant_id, AuthorizationCode.code_hash == code_hash)
+        .with_for_update()
+    )
+    return await s.scalar(stmt)
+
+
+# ---- grants and refresh tokens ------------------------------------------------------------------
+
+
+async def create_grant(s: AsyncSession, tenant_id: uuid.UUID, **values: Any) -> OAuthGrant:
+    row = await s.scalar(insert(OAuthGrant).values(tenant_id=tenant_id, **values).returning(OAuthGrant))
+    assert row is not None
+    return row
+
+
+async def get_grant(s: AsyncSession, tenant_id: uuid.UUID, grant_id: uuid.UUID) -> OAuthGrant | None:
+    return await s.scalar(select(OAuthGrant).where(OAuthGrant.tenant_id == tenant_id, OAuthGrant.id == grant_id))
+
+
+async def grant_is_live(s: AsyncSession, tenant_id: uuid.UUID, grant_id: uuid.UUID) -> bool:
+    stmt = (
+        select(OAuthGrant.id)
+        .join(OAuthUser, (OAuthUser.tenant_id == OAuthGrant.tenant_id) & (OAuthUser.id == OAuthGrant.user_id))
+        .where(
+            OAuthGrant.tenant_id == tenant_id,
+            OAuthGrant.id == grant_id,
+            OAuthGrant.revoked_at.is_(None),
+            OAuthUser.disabled_at.is_(None),
+        )
+    )
+    return await s.scalar(stmt) is not None
+
+
+async def revoke_grants(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    *,
+    reason: str,
+    grant_id: uuid.UUID | None = None,
+    user_id: uuid.UUID | None = None,
+) -> list[OAuthGrant]:
+    """Revoke one grant, or every grant of a user; revoking twice keeps the first time and reason."""
+    stmt = update(OAuthGrant).where(OAuthGrant.tenant_id == tenant_id)
+    if grant_id is not None:
+        stmt = stmt.where(OAuthGrant.id == grant_id)
+    if user_id is not None:
+        stmt = stmt.where(OAuthGrant.user_id == user_id)
+    stmt = stmt.values(
+        revoked_at=func.coalesce(OAuthGrant.revoked_at, func.now()),
+        revoked_reason=func.coalesce(OAuthGrant.revoked_reason, reason),
+    ).returning(OAuthGrant)
+    return list((await s.scalars(stmt, execution_options={"synchronize_session": False})).all())
+
+
+async def touch_grant(s: AsyncSession, tenant_id: uuid.UUID, grant_id: uuid.UUID) -> None:
+    await s.execute(
+        update(OAuthGrant)
+        .where(OAuthGrant.tenant_id == tenant_id, OAuthGrant.id == grant_id)
+        .values(last_used_at=func.now()),
+        execution_options={"synchronize_session": False},
+    )
+
+
+async def list_grants(s: AsyncSession, tenant_id: uuid.UUID) -> list[tuple[OAuthGrant, str, OAuthClient]]:
+    stmt = (
+        select(OAuthGrant, OAuthUser.email, OAuthClient)
+        .join(OAuthUser, (OAuthUser.tenant_id == OAuthGrant.tenant_id) & (OAuthUser.id == OAuthGrant.user_id))
+        .join(OAuthClient, OAuthClient.client_id == OAuthGrant.client_id)
+        .where(OAuthGrant.tenant_id == tenant_id)
+        .order_by(OAuthGrant.created_at.desc(), OAuthGrant.id)
+    )
+    return [(g, email, c) for g, email, c in (await s.execute(stmt)).all()]
+
+
+async def insert_refresh(
+    s: AsyncSession, tenant_id: uuid.UUID, grant_id: uuid.UUID, token_hash: str, expires_at: datetime
+) -> None:
+    await s.execute(
+        insert(RefreshToken).values(
+            tenant_id=tenant_id, grant_id=grant_id, token_hash=token_hash, expires_at=expires_at
+        )
+    )
+
+
+async def refresh_tenant(s: AsyncSession, token_hash: str) -> uuid.UUID | None:
+    return await s.scalar(text("SELECT memvault_find_refresh_token(:h)"), {"h": token_hash})
+
+
+async def lock_refresh(s: AsyncSession, tenant_id: uuid.UUID, token_hash: str) -> RefreshToken | None:
+    stmt = (
+        select(RefreshToken)
+        .where(RefreshToken.tenant_id == tenant_id, RefreshToken.token_hash == token_hash)
+        .with_for_update()
+    )
+    return await s.scalar(stmt)
+
+
+async def mark_refresh_used(s: AsyncSession, tenant_id: uuid.UUID, token_id: uuid.UUID) -> None:
+    await s.execute(
+        update(RefreshToken)
+        .where(RefreshToken.tenant_id == tenant_id, RefreshToken.id == token_id)
+        .values(used_at=func.now()),
+        execution_options={"synchronize_session": False},
+    )
+
+
+async def namespace_names(s: AsyncSession, tenant_id: uuid.UUID) -> list[str]:
+    stmt = select(Namespace.name).where(Namespace.tenant_id == tenant_id).order_by(Namespace.name)
+    return list((await s.scalars(stmt)).all())

@@ -1,0 +1,246 @@
+"""OAuth endpoints (discovery, registration, authorization pages, token, revocation, JWKS) and the
+REST routes for tenant users and the account's OAuth clients and grants.
+
+The OAuth endpoints speak OAuth: form-encoded requests, `{"error": ..., "error_description": ...}`
+answers, `Cache-Control: no-store` on anything carrying a token. Everything else is problem JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
+
+from memvault.gateway.deps import AdminPrincipal, Api
+from memvault.gateway.idempotency import NOT_IDEMPOTENT
+from memvault.oauth import pages
+from memvault.oauth.errors import InvalidClientMetadata, InvalidRedirectUri, InvalidRequest, OAuthError, UnknownClient
+from memvault.oauth.schemas import AccountOut, GrantOut, UserIn, UserOut
+from memvault.oauth.service import ConsentInvalid, LoginFailed, RedirectError
+
+router = APIRouter(tags=["oauth"])
+users_router = APIRouter(prefix="/v1", tags=["users"])
+
+NO_STORE = {"Cache-Control": "no-store", "Pragma": "no-cache"}
+# Browser-based MCP clients (the MCP Inspector) call these from another origin; none of them takes
+# cookies or ambient credentials, so any origin may.
+CORS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, POST, OPTIONS",
+    "Access-Control-Allow-Headers": "Content-Type, Authorization, MCP-Protocol-Version",
+}
+PAGE_HEADERS = {
+    **NO_STORE,
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
+MAX_FORM_BYTES = 64 * 1024
+
+
+def _json(body: Any, status: int = 200, *, no_store: bool = False) -> JSONResponse:
+    return JSONResponse(body, status_code=status, headers={**CORS, **(NO_STORE if no_store else {})})
+
+
+def _oauth_error(exc: OAuthError) -> JSONResponse:
+    return _json(exc.oauth_body(), exc.status, no_store=True)
+
+
+async def _form(request: Request) -> dict[str, list[str]]:
+    body = await request.body()
+    if len(body) > MAX_FORM_BYTES:
+        raise InvalidRequest("The form is too large.")
+    try:
+        return parse_qs(body.decode(), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest("The form is not UTF-8.") from exc
+
+
+def _single(form: dict[str, list[str]], *, multi: tuple[str, ...] = ()) -> dict[str, str]:
+    """OAuth parameters may not repeat (RFC 6749 §3.1)."""
+    out: dict[str, str] = {}
+    for k, values in form.items():
+        if k in multi:
+            continue
+        if len(values) != 1:
+            raise InvalidRequest(f"Parameter {k!r} is repeated.")
+        out[k] = values[0]
+    return out
+
+
+async def _oauth(fn: Callable[[], Awaitable[Response]]) -> Response:
+    try:
+        return await fn()
+    except OAuthError as exc:
+        return _oauth_error(exc)
+
+
+# ---- discovery ---------------------------------------------------------------------------------------
+
+
+@router.get("/.well-known/oauth-protected-resource/mcp", include_in_schema=False)
+@router.get("/.well-known/oauth-protected-resource", include_in_schema=False)
+async def protected_resource(api: Api) -> JSONResponse:
+    """RFC 9728: the /mcp endpoint as a protected resource, and who issues tokens for it."""
+    return _json(api.protected_resource_metadata())
+
+
+@router.get("/.well-known/oauth-authorization-server", include_in_schema=False)
+async def authorization_server(api: Api) -> JSONResponse:
+    """RFC 8414 authorization server metadata."""
+    return _json(api.authorization_server_metadata())
+
+
+@router.get("/oauth/jwks.json", include_in_schema=False)
+async def jwks(api: Api) -> JSONResponse:
+    """The public keys that verify access tokens: the signing key and recently retired ones."""
+    return _json(await api.jwks())
+
+
+@router.options("/.well-known/oauth-protected-resource/mcp", include_in_schema=False)
+@router.options("/.well-known/oauth-protected-resource", include_in_schema=False)
+@router.options("/.well-known/oauth-authorization-server", include_in_schema=False)
+@router.options("/oauth/jwks.json", include_in_schema=False)
+@router.options("/oauth/register", include_in_schema=False)
+@router.options("/oauth/token", include_in_schema=False)
+@router.options("/oauth/revoke", include_in_schema=False)
+async def preflight() -> Response:
+    """CORS preflight for browser-based MCP clients."""
+    return Response(status_code=204, headers={**CORS, "Access-Control-Max-Age": "86400"})
+
+
+# ---- registration, token, revocation ------------------------------------------------------------------
+
+
+@router.post("/oauth/register", include_in_schema=False)
+async def register(request: Request, api: Api) -> Response:
+    """RFC 7591 dynamic client registration (public clients only: no secret is issued)."""
+
+    async def run() -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError as exc:
+            raise InvalidClientMetadata("The body must be a JSON object.") from exc
+        return _json(await api.register_client(body), 201, no_store=True)
+
+    return await _oauth(run)
+
+
+@router.post("/oauth/token", include_in_schema=False)
+async def token(request: Request, api: Api) -> Response:
+    """Authorization code (with PKCE) and refresh token grants."""
+
+    async def run() -> Response:
+        return _json(await api.token(_single(await _form(request))), no_store=True)
+
+    return await _oauth(run)
+
+
+@router.post("/oauth/revoke", include_in_schema=False)
+async def revoke(request: Request, api: Api) -> Response:
+    """RFC 7009: revoke a refresh or access token, which ends its whole grant."""
+
+    async def run() -> Response:
+        await api.revoke_token(_single(await _form(request)))
+        return Response(status_code=200, headers={**CORS, **NO_STORE})
+
+    return await _oauth(run)
+
+
+# ---- the authorization pages -----------------------------------------------------------------------
+
+
+def _html(body: str, status: int = 200) -> HTMLResponse:
+    return HTMLResponse(body, status_code=status, headers=PAGE_HEADERS)
+
+
+def _redirect(location: str) -> RedirectResponse:
+    # 303: the browser follows a POST's answer with a GET, never re-posting the form to the client.
+    return RedirectResponse(location, status_code=303, headers=PAGE_HEADERS)
+
+
+@router.get("/oauth/authorize", include_in_schema=False)
+async def authorize_page(request: Request, api: Api) -> Response:
+    """The authorization endpoint: checks the request, then asks the user to sign in."""
+    try:
+        req = await api.check_authorization_request(_single(parse_qs(request.url.query, keep_blank_values=True)))
+    except RedirectError as exc:
+        return _redirect(exc.location)
+    except (UnknownClient, InvalidRedirectUri, InvalidRequest) as exc:
+        return _html(pages.problem("This sign-in link is not valid", exc.detail), 400)
+    return _html(pages.login(req))
+
+
+@router.post("/oauth/authorize", include_in_schema=False)
+async def authorize_submit(request: Request, api: Api) -> Response:
+    """The sign-in form (step=login) and the consent form (step=consent)."""
+    try:
+        form = await _form(request)
+        req = await api.check_authorization_request(_single(form, multi=("grant_scope", "namespace")))
+    except RedirectError as exc:
+        return _redirect(exc.location)
+    except (UnknownClient, InvalidRedirectUri, InvalidRequest) as exc:
+        return _html(pages.problem("This sign-in link is not valid", exc.detail), 400)
+    fields = {k: v[0] for k, v in form.items() if v}
+    if fields.get("step") == "login":
+        email = fields.get("email", "")
+        try:
+            view = await api.sign_in(req, email, fields.get("password", ""))
+        except LoginFailed as exc:
+            return _html(pages.login(req, error=exc.detail, email=email), 401)
+        return _html(pages.consent(view))
+    if fields.get("step") == "consent":
+        ticket = fields.get("ticket", "")
+        try:
+            location = await api.answer_consent(
+                req,
+                ticket,
+                allow=fields.get("decision") == "allow",
+                namespaces=form.get("namespace", []),
+                scopes=form.get("grant_scope", []),
+            )
+        except LoginFailed as exc:
+            return _html(pages.login(req, error=exc.detail), 401)
+        except ConsentInvalid as exc:
+            return _html(pages.consent(await api.consent_view(req, ticket), error=exc.detail), 400)
+        return _redirect(location)
+    return _html(pages.problem("Unexpected form", "Start again from the application."), 400)
+
+
+# ---- tenant users and the account ----------------------------------------------------------------------
+
+
+@users_router.post("/users", status_code=201, dependencies=[NOT_IDEMPOTENT])
+async def create_user(body: UserIn, p: AdminPrincipal, api: Api) -> UserOut:
+    """Create a tenant user who signs in to MCP clients (OAuth) with this email and password."""
+    return await api.create_user(p, body)
+
+
+@users_router.get("/users")
+async def list_users(p: AdminPrincipal, api: Api) -> list[UserOut]:
+    """The tenant's users."""
+    return await api.list_users(p)
+
+
+@users_router.post("/users/{user_id}/disable")
+async def disable_user(user_id: uuid.UUID, p: AdminPrincipal, api: Api) -> UserOut:
+    """Disable a user: no more sign-ins, and every OAuth grant they gave is revoked now."""
+    return await api.disable_user(p, user_id)
+
+
+@users_router.get("/account")
+async def account(p: AdminPrincipal, api: Api) -> AccountOut:
+    """The tenant's OAuth clients and grants (who let which application use which namespaces)."""
+    return await api.get_account(p)
+
+
+@users_router.delete("/account/grants/{grant_id}")
+async def revoke_grant(grant_id: uuid.UUID, p: AdminPrincipal, api: Api) -> GrantOut:
+    """Revoke one grant: the application's tokens stop working at once."""
+    return await api.revoke_grant(p, grant_id)

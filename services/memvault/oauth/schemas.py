@@ -1,0 +1,69 @@
+"""API schemas for tenant users, OAuth clients and grants."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+OAuthScope = Literal["read", "write"]
+# What an OAuth client may be granted: memory access, never administration of the tenant.
+OAUTH_SCOPES: tuple[OAuthScope, ...] = ("read", "write")
+
+
+class UserIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    email: str = Field(min_length=3, max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")
+    password: str = Field(min_length=1, max_length=1024, description="At least 10 characters; stored as Argon2id.")
+    name: str = Field(default="", max_length=200)
+    scopes: list[OAuthScope] = Field(
+        default_factory=lambda: ["read", "write"], min_length=1, description="The most a client may be granted."
+    )
+
+    @field_validator("email")
+    @classmethod
+    def _lower(cls, v: str) -> str:
+        return v.strip().lower()
+
+
+class UserOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: uuid.UUID
+    email: str
+    name: str
+    scopes: list[str]
+    created_at: datetime
+    last_login_at: datetime | None
+    disabled_at: datetime | None
+
+
+class ClientOut(BaseModel):
+    client_id: str
+    client_name: str | None
+    kind: Literal["dcr", "cimd"]
+    redirect_uris: list[str]
+    created_at: datetime
+
+
+class GrantOut(BaseModel):
+    id: uuid.UUID
+    user_id: uuid.UUID
+    user_email: str
+    client_id: str
+    client_name: str | None
+    scopes: list[str]
+    namespaces: list[str]
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+
+class AccountOut(BaseModel):
+    tenant_id: uuid.UUID
+    users: int
+    clients: list[ClientOut] = Field(description="OAuth clients that hold or held a grant in this tenant.")
+    grants: list[GrantOut]

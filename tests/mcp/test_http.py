@@ -1,0 +1,191 @@
+"""The remote MCP endpoint through the official `mcp` SDK client, over real HTTP (uvicorn on
+127.0.0.1): discovery, the store → search → context → forget flow, errors as tool results,
+tenant isolation and scopes, resources and prompts."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from tests.conftest import Tenant
+from tests.mcp.conftest import call, fails, mcp_session
+
+CORE = {"memory_store", "memory_search", "memory_get_context", "memory_ingest", "memory_get", "memory_forget"}
+EXTENDED = CORE | {
+    "memory_update",
+    "memory_list",
+    "memory_history",
+    "memory_promote",
+    "memory_archive",
+    "entity_add",
+    "entity_get",
+    "entity_relate",
+    "session_list",
+    "session_messages",
+    "trace_start",
+    "trace_step",
+    "trace_complete",
+    "memory_status",
+    "memory_account",
+}
+
+
+class TestDiscovery:
+    async def test_initialize_lists_tools_resources_prompts(self, base_url: str, tenant_a: Tenant) -> None:
+        async with (
+            create_mcp_http_client(headers=tenant_a.headers) as http,
+            streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            init = await session.initialize()
+            assert init.server_info.name == "memvault"
+            assert "memory_get_context" in (init.instructions or "")
+            assert "Never store secrets" in (init.instructions or "")
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            assert set(tools) == EXTENDED
+            store = tools["memory_store"]
+            assert store.annotations is not None and store.annotations.read_only_hint is False
+            assert tools["memory_search"].annotations.read_only_hint is True  # type: ignore[union-attr]
+            assert tools["memory_forget"].annotations.destructive_hint is True  # type: ignore[union-attr]
+            assert store.output_schema is not None and "content" in store.output_schema["properties"]
+            assert "content" in store.input_schema["required"]
+            resources = {str(r.uri) for r in (await session.list_resources()).resources}
+            assert {"memory://health", "memory://stats"} <= resources
+            templates = {t.uri_template for t in (await session.list_resource_templates()).resource_templates}
+            assert {"memory://memories/{memory_id}", "memory://context/{session_id}"} <= templates
+            prompts = {p.name for p in (await session.list_prompts()).prompts}
+            assert prompts == {"memory-conversation", "memory-review"}
+
+    async def test_mcp_with_and_without_slash_no_redirect(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key, "/mcp/") as session:
+            assert (await call(session, "memory_status"))["tenant_id"] == str(tenant_a.id)
+        async with httpx.AsyncClient() as raw:
+            r = await raw.post(f"{base_url}/mcp", json={}, headers=tenant_a.headers)
+            assert r.status_code not in (301, 302, 307, 308)
+
+
+class TestFlow:
+    async def test_store_search_context_forget(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key) as s:
+            stored = await call(
+                s,
+                "memory_store",
+                content="Ana prefers window seats on long flights",
+                type="preference",
+                key="seat",
+                user_id="ana",
+                speaker="Ana",
+            )
+            assert stored["scope"] == "user" and stored["metadata"] == {"speaker": "Ana"}
+
+            found = await call(s, "memory_search", query="where does Ana like to sit on planes?", user_id="ana")
+            assert found["results"][0]["memory"]["id"] == stored["id"]
+            assert found["results"][0]["semantic_relevance"] > 0.3
+
+            ctx = await call(s, "memory_get_context", user_id="ana", query="travel plans")
+            assert "Ana prefers window seats" in ctx["context"] and stored["id"] in ctx["memory_ids"]
+            assert ctx["tokens"] <= ctx["token_budget"]
+
+            got = await call(s, "memory_get", memory_id=stored["id"])
+            assert got["content"] == stored["content"]
+
+            gone = await call(s, "memory_forget", user_id="ana", hard=True)
+            assert gone["memories"] == 1
+            assert (await call(s, "memory_search", query="window seats", user_id="ana"))["results"] == []
+
+    async def test_ingest_and_read_the_session(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key) as s:
+            out = await call(
+                s,
+                "memory_ingest",
+                session_id="chat-1",
+                user_id="ana",
+                messages=[{"role": "user", "content": "I moved to Porto"}, {"role": "assistant", "content": "Noted"}],
+            )
+            assert out["job_id"] and len(out["event_ids"]) == 2
+            page = await call(s, "session_messages", session_id="chat-1")
+            assert [m["content"] for m in page["data"]] == ["I moved to Porto", "Noted"]
+
+    async def test_resources_and_prompts(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key) as s:
+            stored = await call(s, "memory_store", content="Standup is at 9:30", session_id="s-7")
+            health = await s.read_resource("memory://health")
+            assert json.loads(health.contents[0].text)["database"] is True  # type: ignore[union-attr]
+            stats = json.loads((await s.read_resource("memory://stats")).contents[0].text)  # type: ignore[union-attr]
+            assert stats == {"namespaces": {"default": 1}}
+            one = await s.read_resource(f"memory://memories/{stored['id']}")
+            assert json.loads(one.contents[0].text)["content"] == "Standup is at 9:30"  # type: ignore[union-attr]
+            block = await s.read_resource("memory://context/s-7")
+            assert "Standup is at 9:30" in block.contents[0].text  # type: ignore[union-attr]
+            prompt = await s.get_prompt("memory-conversation", {"user_id": "ana", "topic": "travel"})
+            assert "memory_get_context" in prompt.messages[0].content.text  # type: ignore[union-attr]
+
+
+class TestErrors:
+    async def test_each_kind_is_a_readable_tool_error(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key) as s:
+            assert (await fails(s, "memory_store", content="   ")).startswith("validation_error")
+            assert (await fails(s, "memory_get", memory_id="00000000-0000-4000-8000-000000000000")).startswith(
+                "memory_not_found"
+            )
+            secret = "my key is AKIA" + "IOSFODNN7EXAMPLE"
+            text = await fails(s, "memory_store", content=secret)
+            assert text.startswith("secret_detected") and "IOSFODNN7EXAMPLE" not in text
+            assert (await fails(s, "memory_search", query="x", namespace="nope")).startswith("namespace_not_found")
+            # Arguments that break the input schema are refused by the SDK before our code runs, naming the field.
+            bad_id = await fails(s, "memory_forget", memory_id="x")
+            assert "memory_id" in bad_id and "UUID" in bad_id
+            assert (await fails(s, "memory_forget", memory_id=str(uuid.uuid4()), user_id="ana")).startswith(
+                "validation_error"
+            )
+
+    async def test_missing_or_bad_credentials_get_401_with_a_challenge(self, base_url: str) -> None:
+        async with httpx.AsyncClient() as raw:
+            r = await raw.post(f"{base_url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+            assert r.json()["code"] == "missing_credentials"
+            r = await raw.post(f"{base_url}/mcp", json={}, headers={"Authorization": "Bearer mv_" + "x" * 40})
+            assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]
+
+    async def test_foreign_origin_is_refused(self, base_url: str, tenant_a: Tenant) -> None:
+        async with httpx.AsyncClient() as raw:
+            r = await raw.post(
+                f"{base_url}/mcp",
+                json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                headers={**tenant_a.headers, "Origin": "https://evil.example", "Accept": "application/json"},
+            )
+            assert r.status_code == 403
+
+
+class TestIsolation:
+    async def test_other_tenant_sees_nothing(self, base_url: str, tenant_a: Tenant, tenant_b: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key) as a:
+            mine = await call(a, "memory_store", content="Tenant A's launch date is May 3")
+        async with mcp_session(base_url, tenant_b.key) as b:
+            assert (await call(b, "memory_search", query="launch date"))["results"] == []
+            assert (await fails(b, "memory_get", memory_id=mine["id"])).startswith("memory_not_found")
+            assert (await fails(b, "memory_forget", memory_id=mine["id"], hard=True)).startswith("memory_not_found")
+            assert (await call(b, "memory_list"))["data"] == []
+
+    async def test_read_key_cannot_store_and_limited_key_stays_in_its_namespace(
+        self, base_url: str, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        r = await client.post("/v1/keys", json={"scopes": ["read"]}, headers=tenant_a.headers)
+        async with mcp_session(base_url, r.json()["key"]) as s:
+            assert (await fails(s, "memory_store", content="x")).startswith("forbidden")
+            await call(s, "memory_search", query="anything")
+        await client.post("/v1/namespaces", json={"name": "ops"}, headers=tenant_a.headers)
+        r = await client.post(
+            "/v1/keys",
+            json={"scopes": ["read", "write"], "namespaces": ["ops"], "default_namespace": "ops"},
+            headers=tenant_a.headers,
+        )
+        async with mcp_session(base_url, r.json()["key"]) as s:
+            stored = await call(s, "memory_store", content="Ops rotate on-call on Mondays")
+            assert stored["namespace"] == "ops"  # the key's default namespace
+            assert (await fails(s, "memory_search", query="x", namespace="default")).startswith("forbidden")
