@@ -82,6 +82,8 @@ class MemVault(SyncAPIClient):
         self.export = portability.export
         self.import_ = portability.import_
         self.status = portability.status
+        self.account = portability.account
+        self.revoke_grant = portability.revoke_grant
 
     def with_options(self, **overrides: Any) -> MemVault:
         """A client like this one with some options changed (e.g. ``namespace``, ``max_retries``,
@@ -139,6 +141,8 @@ class AsyncMemVault(AsyncAPIClient):
         self.export = portability.export
         self.import_ = portability.import_
         self.status = portability.status
+        self.account = portability.account
+        self.revoke_grant = portability.revoke_grant
 
     def with_options(self, **overrides: Any) -> AsyncMemVault:
         """A client like this one with some options changed, sharing its connection pool."""

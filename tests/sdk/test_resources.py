@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+import memvault_sdk
 from memvault_sdk import AsyncMemVault, ConflictError, MemVault, NotFoundError
 from memvault_sdk.types import (
     ApiKeyCreated,
@@ -233,6 +234,13 @@ class TestAdmin:
         assert (await call(client.keys.revoke(created.id))).revoked_at is not None
         actions = [e.action for e in await items(client.audit.list(action="key"))]
         assert actions[:2] == ["key.revoke", "key.create"]
+
+    async def test_account_and_grant_revocation(self, client: Any, tenant_a: Tenant) -> None:
+        account = await call(client.account())
+        assert account.tenant_id == str(tenant_a.id) and account.grants == [] and account.users == 0
+        with pytest.raises(memvault_sdk.NotFoundError) as exc:
+            await call(client.revoke_grant("00000000-0000-4000-8000-000000000000"))
+        assert exc.value.status == 404
 
     async def test_status(self, client: Any, tenant_a: Tenant) -> None:
         status = await call(client.status())

@@ -4,9 +4,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from memvault_sdk._base import APIRequest, body, params
+from memvault_sdk._base import APIRequest, body, params, segment
 from memvault_sdk.resources._resource import AsyncAPIResource, SyncAPIResource
-from memvault_sdk.types.admin import ForgetParams, ForgetResult, ImportResult, Status
+from memvault_sdk.types.admin import Account, ForgetParams, ForgetResult, ImportResult, Status
 
 
 def _jsonl(records: Iterable[Mapping[str, Any]] | str | bytes) -> bytes:
@@ -76,6 +76,14 @@ class Portability(SyncAPIResource):
         """Server version and health; with the key, also its tenant, scopes and namespaces."""
         return self._call(APIRequest("GET", "/v1/status"), Status)
 
+    def account(self) -> Account:
+        """The tenant's users count, OAuth clients and grants (admin key)."""
+        return self._call(APIRequest("GET", "/v1/account"), Account)
+
+    def revoke_grant(self, grant_id: str) -> None:
+        """Revoke one OAuth grant: its tokens stop working at once (admin key)."""
+        self._call(APIRequest("DELETE", f"/v1/account/grants/{segment(grant_id)}"), None)
+
 
 class AsyncPortability(AsyncAPIResource):
     async def forget(
@@ -135,3 +143,11 @@ class AsyncPortability(AsyncAPIResource):
     async def status(self) -> Status:
         """Server version and health; with the key, also its tenant, scopes and namespaces."""
         return await self._call(APIRequest("GET", "/v1/status"), Status)
+
+    async def account(self) -> Account:
+        """The tenant's users count, OAuth clients and grants (admin key)."""
+        return await self._call(APIRequest("GET", "/v1/account"), Account)
+
+    async def revoke_grant(self, grant_id: str) -> None:
+        """Revoke one OAuth grant: its tokens stop working at once (admin key)."""
+        await self._call(APIRequest("DELETE", f"/v1/account/grants/{segment(grant_id)}"), None)

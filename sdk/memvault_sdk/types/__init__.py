@@ -1,6 +1,9 @@
 """Typed request and response models. Responses keep fields this SDK does not know yet."""
 
 from memvault_sdk.types.admin import (
+    Account,
+    AccountClient,
+    AccountGrant,
     ApiKey,
     ApiKeyCreated,
     AuditEntry,
@@ -48,6 +51,9 @@ from memvault_sdk.types.traces import (
 )
 
 __all__ = [
+    "Account",
+    "AccountClient",
+    "AccountGrant",
     "ApiKey",
     "ApiKeyCreated",
     "AuditEntry",

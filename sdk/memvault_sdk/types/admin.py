@@ -108,3 +108,33 @@ class Status(Model):
     embedding_model: str
     jobs: str | None = None
     principal: PrincipalSummary | None = Field(default=None, description="Present when called with a key.")
+
+
+class AccountClient(Model):
+    client_id: str
+    client_name: str | None = None
+    kind: str
+    redirect_uris: list[str]
+    created_at: datetime
+
+
+class AccountGrant(Model):
+    id: str
+    user_id: str
+    user_email: str
+    client_id: str
+    client_name: str | None = None
+    scopes: list[str]
+    namespaces: list[str]
+    created_at: datetime
+    last_used_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+
+class Account(Model):
+    """The tenant's OAuth side: how many users, which clients hold grants, and the grants."""
+
+    tenant_id: str
+    users: int
+    clients: list[AccountClient]
+    grants: list[AccountGrant]
