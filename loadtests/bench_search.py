@@ -1,7 +1,7 @@
 """Write and search benchmark on LoCoMo, through the facade and over HTTP (ASGI), on the embedded
 PostgreSQL and the local MiniLM model.
 
-    .venv/bin/python loadtests/bench_search.py [--conversations 10] [--questions 0]
+    .venv/bin/python loadtests/bench_search.py [--conversations 10] [--questions 0] [--weights JSON ...]
 
 Every conversation turn becomes a memory (``Speaker: text``, its session and dia_id kept), one
 namespace per conversation; then every answerable question (categories 1-4) is searched and we
@@ -58,6 +58,14 @@ async def main() -> int:
     parser.add_argument("--conversations", type=int, default=10)
     parser.add_argument("--questions", type=int, default=0, help="cap on questions (0 = all answerable)")
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument("--base-weights", default=None, help="fusion weights of the main passes (default: server)")
+    parser.add_argument(
+        "--weights",
+        action="append",
+        default=[],
+        help="extra quality pass with these fusion weights, e.g. '{\"recency\": 0}' (repeatable; runs after the "
+        "default passes, so access counts then include theirs)",
+    )
     args = parser.parse_args()
 
     import httpx
@@ -114,11 +122,13 @@ async def main() -> int:
         if args.questions:
             questions = questions[: args.questions]
 
-        async def run_pass() -> tuple[list[float], list[float], list[float], list[int | None]]:
+        async def run_pass(
+            weights: dict[str, float] | None = None,
+        ) -> tuple[list[float], list[float], list[float], list[int | None]]:
             total, emb, sql, ranks = [], [], [], []
             for ns, q in questions:
                 t0 = time.perf_counter()
-                out = await api.search(p, ns, SearchIn(query=q["question"], limit=10))
+                out = await api.search(p, ns, SearchIn(query=q["question"], limit=10, weights=weights))
                 total.append((time.perf_counter() - t0) * 1000)
                 emb.append(out.metrics.timings_ms["embed"])
                 sql.append(out.metrics.timings_ms["sql"])
@@ -129,8 +139,10 @@ async def main() -> int:
                 ranks.append(rank)
             return total, emb, sql, ranks
 
-        cold = await run_pass()
-        warm = await run_pass()  # the query embeddings now come from the LRU cache
+        base = json.loads(args.base_weights) if args.base_weights else None
+        cold = await run_pass(base)
+        warm = await run_pass(base)  # the query embeddings now come from the LRU cache
+        extra = [(w, (await run_pass(json.loads(w)))[3]) for w in args.weights]
 
         # ---- over HTTP (ASGI, no network) ----
         transport = httpx.ASGITransport(app=app)
@@ -148,10 +160,14 @@ async def main() -> int:
     def row(name: str, xs: list[float]) -> str:
         return f"| {name} | {pct(xs, 50):.1f} | {pct(xs, 95):.1f} | {pct(xs, 99):.1f} | {statistics.mean(xs):.1f} |"
 
+    def quality(ranks: list[int | None]) -> tuple[dict[int, float], float]:
+        n = len(ranks)
+        recall = {k: sum(1 for r in ranks if r is not None and r <= k) / n for k in (1, 5, 10)}
+        return recall, sum(1 / r for r in ranks if r is not None) / n
+
     ranks = cold[3]
     n = len(ranks)
-    recall = {k: sum(1 for r in ranks if r is not None and r <= k) / n for k in (1, 5, 10)}
-    mrr = sum(1 / r for r in ranks if r is not None) / n
+    recall, mrr = quality(ranks)
     print(f"memories: {n_written} in {len(data)} namespaces; questions: {n}\n")
     print("| write | value |\n|---|---|")
     print(f"| batch store, memories/s (batches of {args.batch}, embedding included) | {n_written / write_s:.0f} |")
@@ -168,6 +184,11 @@ async def main() -> int:
     for k, v in recall.items():
         print(f"| recall@{k} | {v:.3f} |")
     print(f"| MRR@10 | {mrr:.3f} |")
+    if extra:
+        print("\n| weights (over the defaults) | recall@1 | recall@5 | recall@10 | MRR@10 |\n|---|---|---|---|---|")
+        for w, r in extra:
+            rec, m = quality(r)
+            print(f"| `{w}` | {rec[1]:.3f} | {rec[5]:.3f} | {rec[10]:.3f} | {m:.3f} |")
     return 0
 
 

@@ -150,7 +150,7 @@ async def main() -> int:
             created += int(outcome.result.get("memories_created", 0))
         jobs_s = time.perf_counter() - t0
         rows.append((f"extraction jobs end to end, events/s ({len(msgs)} events)", f"{len(msgs) / jobs_s:,.1f}"))
-        rows.append(("memories created / reinforced per event", f"{created / len(msgs):.2f}"))
+        rows.append(("memories created per event", f"{created / len(msgs):.2f}"))
 
         # ---- dedup of a large namespace ----
         await api.create_namespace(p, NamespaceIn(name="dedup"))

@@ -33,6 +33,7 @@ from memvault.keys.schemas import KeyCreated, KeyIn, KeyOut
 from memvault.maintenance import repository as maintenance_repo
 from memvault.maintenance.service import MaintenanceOps
 from memvault.memories import repository as memories_repo
+from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 from memvault.memories.service import MemoryOps, memory_out
 from memvault.namespaces import repository as ns_repo
@@ -43,8 +44,9 @@ from memvault.oauth.service import OAuthOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import OPERATOR, Principal
 from memvault.retrieval.context import ContextIn, ContextOut, pack
-from memvault.retrieval.hybrid import hybrid_search
-from memvault.retrieval.schemas import SearchIn, SearchMetrics, SearchOut, SearchResult, Signals
+from memvault.retrieval.cues import analyse
+from memvault.retrieval.hybrid import hybrid_search, neighbours_of
+from memvault.retrieval.schemas import ChannelSignal, SearchIn, SearchMetrics, SearchOut, SearchResult, Signals
 from memvault.tenants import service as tenants_service
 from memvault.traces.service import TraceOps
 
@@ -294,7 +296,8 @@ class NamespaceAPI(
     # ---- search ---------------------------------------------------------------------------
 
     async def search(self, p: Principal, ns: str, req: SearchIn) -> SearchOut:
-        """Hybrid search: meaning (vectors) and words (full text), fused by reciprocal rank."""
+        """Hybrid search: meaning (vectors) and words (full text) retrieve candidates; recency,
+        importance, access, intent and time cues rank them too; weighted reciprocal rank fuses it all."""
         p.require("read", ns)
         failures: list[str] = []
         started = time.perf_counter()
@@ -311,6 +314,7 @@ class NamespaceAPI(
                 tx.session, p.tenant_id, namespace.id, self._embedder.model_id
             ):
                 failures.append("embedding_model_mismatch")
+            cues = analyse(req.query, req.reference_time)
             outcome = await hybrid_search(
                 tx.session,
                 tenant_id=p.tenant_id,
@@ -321,11 +325,28 @@ class NamespaceAPI(
                 filters=req.filters,
                 limit=req.limit,
                 candidates=max(50, req.limit * 5),
+                head=max(10, req.limit),
+                weights=req.effective_weights(),
+                cues=cues,
+                reference_time=req.reference_time,
+                half_life_days=self._settings.search_recency_half_life_days,
             )
             hits = outcome.hits
             min_score_applied = req.min_score is not None and qvec is not None
             if min_score_applied:
                 hits = [h for h in hits if (h.semantic_relevance or 0.0) >= req.min_score]  # type: ignore[operator]
+            neighbours: dict[uuid.UUID, list[Memory]] = {}
+            neighbours_started = time.perf_counter()
+            if req.neighbours:
+                neighbours = await neighbours_of(
+                    tx.session,
+                    tenant_id=p.tenant_id,
+                    namespace_id=namespace.id,
+                    filters=req.filters,
+                    memories=[h.memory for h in hits],
+                    n=req.neighbours,
+                )
+            neighbours_ms = (time.perf_counter() - neighbours_started) * 1000
             await memories_repo.touch(tx.session, p.tenant_id, [h.memory.id for h in hits])
         return SearchOut(
             results=[
@@ -333,9 +354,13 @@ class NamespaceAPI(
                     score=h.score,
                     semantic_relevance=h.semantic_relevance,
                     signals=Signals(
-                        dense_rank=h.dense_rank, lexical_rank=h.lexical_rank, lexical_score=h.lexical_score
+                        dense_rank=h.dense_rank,
+                        lexical_rank=h.lexical_rank,
+                        lexical_score=h.lexical_score,
+                        channels={k: ChannelSignal(rank=r, value=v) for k, (r, v) in h.channels.items()},
                     ),
                     memory=memory_out(h.memory, ns),
+                    neighbours=[memory_out(m, ns) for m in neighbours[h.memory.id]] if req.neighbours else None,
                 )
                 for h in hits
             ],
@@ -343,11 +368,15 @@ class NamespaceAPI(
                 timings_ms={
                     "embed": round(embed_ms, 2),
                     **outcome.timings_ms,
+                    **({"neighbours": round(neighbours_ms, 2)} if req.neighbours else {}),
                     "total": round((time.perf_counter() - started) * 1000, 2),
                 },
                 matched_by=outcome.matched_by,
                 backend_failures=failures + outcome.backend_failures,
                 min_score_applied=min_score_applied,
+                candidates=outcome.candidates,
+                weights=outcome.weights,
+                cues=cues.describe(),
             ),
         )
 

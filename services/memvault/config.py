@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     )
     promote_min_mentions: int = Field(default=2, ge=1, description="Mentions that promote a tentative memory.")
     promote_min_accesses: int = Field(default=3, ge=1, description="Recalls that promote a tentative memory.")
+    # Search (docs/api.md, "Search").
+    search_recency_half_life_days: float = Field(
+        default=30.0, gt=0, description="Age at which a memory's recency signal in search halves."
+    )
 
     # Embeddings.
     embedding_provider: Literal["local", "openai"] = Field(default="local")

@@ -96,3 +96,29 @@ class TestOrganize:
         job_id = r.json()["job_id"]
         audit = await client.get("/v1/audit", params={"action": "namespace.organize"}, headers=tenant_a.headers)
         assert [e["target_id"] for e in audit.json()["data"]] == [job_id]
+
+
+class TestSingleStepJobs:
+    @pytest.mark.parametrize("kind", ["dedup", "decay", "promote", "reembed"])
+    async def test_each_step_is_a_job_kind(self, api: NamespaceAPI, tenant_a: Tenant, kind: str) -> None:
+        from memvault.jobs import queue_for
+        from memvault.jobs import repository as jobs_repo
+
+        await store(
+            api, tenant_a, {"content": "The user's cat is called Miso"}, {"content": "the user's cat is called miso"}
+        )
+        async with api._db.tenant_tx(tenant_a.id) as tx:
+            ns = await api._namespace(tx, tenant_a.principal, "default")
+            job, _ = await jobs_repo.create(
+                tx.session,
+                tenant_a.id,
+                namespace_id=ns.id,
+                kind=kind,
+                payload={"namespace": "default"},
+                job_key=None,
+                created_by="test",
+            )
+        outcome = await api.run_job(tenant_a.principal, job.id)
+        assert outcome.status == "succeeded", outcome
+        assert outcome.result["order"] == [kind] and outcome.result[kind]["complete"] is True
+        assert queue_for(kind) == "maintenance"

@@ -22,6 +22,7 @@ EXTENDED = CORE | {
     "memory_history",
     "memory_promote",
     "memory_archive",
+    "memory_organize",
     "entity_add",
     "entity_get",
     "entity_relate",
@@ -90,6 +91,9 @@ class TestFlow:
             ctx = await call(s, "memory_get_context", user_id="ana", query="travel plans")
             assert "Ana prefers window seats" in ctx["context"] and stored["id"] in ctx["memory_ids"]
             assert ctx["tokens"] <= ctx["token_budget"]
+
+            queued = await call(s, "memory_organize", jobs=["dedup"], budget_ms=5000)
+            assert queued["job_id"] and queued["jobs"] == ["dedup"]
 
             got = await call(s, "memory_get", memory_id=stored["id"])
             assert got["content"] == stored["content"]

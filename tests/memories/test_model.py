@@ -349,6 +349,25 @@ class TestHardDelete:
         assert [a for a, _ in audit] == ["memory.create", "memory.delete"]
         assert all("Falcon" not in d and "Osprey" not in d for _, d in audit)
 
+    async def test_merged_duplicates_go_with_their_representative_but_not_the_reverse(
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant
+    ):
+        rep = await store(client, tenant_a, "Ana's cat is called Miso")
+        dup = await store(client, tenant_a, "Ana's cat is named Miso")
+        other = await store(client, tenant_a, "Ana's cat is called Tofu")
+        async with api._db.owner() as s:  # what a dedup merge leaves: the duplicate points at its representative
+            await s.execute(
+                text("UPDATE memories SET superseded_at = now(), superseded_by = :r WHERE id IN (:d, :o)"),
+                {"r": uuid.UUID(rep["id"]), "d": uuid.UUID(dup["id"]), "o": uuid.UUID(other["id"])},
+            )
+        r = await client.delete(f"{MEMORIES}/{dup['id']}", headers=tenant_a.headers)
+        assert r.status_code == 204
+        assert (await client.get(f"{MEMORIES}/{rep['id']}", headers=tenant_a.headers)).status_code == 200
+        r = await client.delete(f"{MEMORIES}/{rep['id']}", headers=tenant_a.headers)
+        assert r.status_code == 204
+        r = await client.get(f"{MEMORIES}/{other['id']}", headers=tenant_a.headers)
+        problem(r, 404, "memory_not_found")
+
 
 class TestOtherTenant:
     async def test_other_tenant_sees_nothing(self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant):

@@ -658,7 +658,7 @@ class TestSearch:
             assert isinstance(result["score"], float)
             assert 0 < result["score"] <= 1
             assert -1 <= result["semantic_relevance"] <= 1
-            assert set(result["signals"]) == {"dense_rank", "lexical_rank", "lexical_score"}
+            assert set(result["signals"]) == {"dense_rank", "lexical_rank", "lexical_score", "channels"}
             assert result["memory"]["namespace"] == "default"
             assert result["memory"]["content"] in [*DISTRACTORS, COFFEE]
         scores = [r["score"] for r in out["results"]]

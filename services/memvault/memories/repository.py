@@ -221,19 +221,28 @@ async def record_history(
 
 
 async def version_chain(s: AsyncSession, tenant_id: uuid.UUID, memory_id: uuid.UUID) -> list[Memory]:
-    """Every version linked to this one by supersession, oldest first, found by one recursive query."""
+    """Every version linked to this one by supersession, oldest first, found by one recursive query.
+
+    A link counts only when both ends name each other: a duplicate merged into another memory
+    points at it with superseded_by, but that memory is not a version of the duplicate."""
     chain = text(
         """
         WITH RECURSIVE back(id, depth) AS (
             SELECT id, 0 FROM memories WHERE tenant_id = :t AND id = :m
             UNION
-            SELECT m.supersedes, b.depth + 1 FROM memories m JOIN back b ON m.tenant_id = :t AND m.id = b.id
-            WHERE m.supersedes IS NOT NULL AND b.depth < 10000
+            SELECT prev.id, b.depth + 1
+            FROM back b
+            JOIN memories cur ON cur.tenant_id = :t AND cur.id = b.id
+            JOIN memories prev ON prev.tenant_id = :t AND prev.id = cur.supersedes AND prev.superseded_by = cur.id
+            WHERE b.depth < 10000
         ), fwd(id, depth) AS (
             SELECT id, 0 FROM memories WHERE tenant_id = :t AND id = :m
             UNION
-            SELECT m.superseded_by, f.depth + 1 FROM memories m JOIN fwd f ON m.tenant_id = :t AND m.id = f.id
-            WHERE m.superseded_by IS NOT NULL AND f.depth < 10000
+            SELECT nxt.id, f.depth + 1
+            FROM fwd f
+            JOIN memories cur ON cur.tenant_id = :t AND cur.id = f.id
+            JOIN memories nxt ON nxt.tenant_id = :t AND nxt.id = cur.superseded_by AND nxt.supersedes = cur.id
+            WHERE f.depth < 10000
         )
         SELECT id FROM back UNION SELECT id FROM fwd
         """
@@ -244,6 +253,12 @@ async def version_chain(s: AsyncSession, tenant_id: uuid.UUID, memory_id: uuid.U
     rows = await s.scalars(
         select(Memory).where(Memory.tenant_id == tenant_id, Memory.id.in_(ids)).order_by(Memory.recorded_at, Memory.id)
     )
+    return list(rows.all())
+
+
+async def merged_into(s: AsyncSession, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> list[uuid.UUID]:
+    """Rows superseded by any of ``ids``: earlier versions, and duplicates merged into them."""
+    rows = await s.scalars(select(Memory.id).where(Memory.tenant_id == tenant_id, Memory.superseded_by.in_(list(ids))))
     return list(rows.all())
 
 

@@ -411,6 +411,8 @@ class MemoryOps(FacadeBase):
         async with self._mutable(p, ns, memory_id) as (tx, m):
             versions = await repo.version_chain(tx.session, m.tenant_id, m.id)
             ids = [v.id for v in versions] or [m.id]
+            # Duplicates merged into it hold the same statement: they go too.
+            ids = list(dict.fromkeys([*ids, *await repo.merged_into(tx.session, m.tenant_id, ids)]))
             await repo.remove_ids(tx.session, m.tenant_id, ids)
             await audit.record(
                 tx.session,

@@ -12,6 +12,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from memvault.forget.schemas import ForgetIn, ForgetOut
+from memvault.maintenance.schemas import DEFAULT_STEPS, MAX_BUDGET_MS, OrganizeIn, OrganizeOut, Step
 from memvault.mcp.runtime import Runtime
 from memvault.memories.schemas import (
     MemoryFilters,
@@ -302,3 +303,29 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
     async def memory_archive(ctx: Context, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
         p = rt.principal(ctx)
         return await rt.call(lambda: rt.api().archive_memory(p, rt.namespace(p, namespace), memory_id))
+
+    @server.tool(
+        name="memory_organize",
+        title="Tidy up memory",
+        annotations=CHANGE,
+        description=(
+            "Queue maintenance of the namespace: merge duplicate memories (dedup), confirm memories that keep "
+            "coming up (promote), archive ones that faded (decay), and re-embed after a model change (reembed). "
+            "Returns the job id; nothing is deleted. Useful after a long session or a bulk import."
+        ),
+    )
+    async def memory_organize(
+        ctx: Context,
+        jobs: Annotated[
+            list[Step] | None, Field(description="Steps to run, in order; default reembed, dedup, promote, decay.")
+        ] = None,
+        budget_ms: Annotated[int, Field(ge=1, le=MAX_BUDGET_MS, description="Time budget for all steps.")] = 60_000,
+        namespace: Namespace = None,
+    ) -> OrganizeOut:
+        p = rt.principal(ctx)
+
+        async def run() -> OrganizeOut:
+            body = OrganizeIn(jobs=jobs or list(DEFAULT_STEPS), budget_ms=budget_ms)
+            return await rt.api().organize(p, rt.namespace(p, namespace), body)
+
+        return await rt.call(run)

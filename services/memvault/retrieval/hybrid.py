@@ -1,8 +1,9 @@
-"""First hybrid search: dense (pgvector HNSW, cosine) and lexical (full text) candidates fused by
-reciprocal rank, all in one SQL statement inside the caller's tenant transaction.
+"""Hybrid search: dense (pgvector HNSW, cosine) and lexical (full text) candidates, ranked again by
+signals (recency, importance, access, intent match, time cues) and fused by weighted reciprocal
+rank, all in one SQL statement inside the caller's tenant transaction.
 
-The retrieval issue grows this into a multi-signal engine; the shape that stays is
-``candidates -> signals -> fusion -> results with explanations and metrics``.
+``candidates -> signals -> fusion -> results with explanations and metrics``. Signals only rank
+the candidates that retrieval found: they reorder, they never add or remove a result.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
-from sqlalchemy import Float, Integer, Text, cast, func, literal, select, text, union_all
+from sqlalchemy import Float, Integer, Text, and_, case, cast, func, literal, select, text, tuple_, union_all
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -19,8 +21,14 @@ from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 from memvault.principal import SYSTEM_TENANT_ID
+from memvault.retrieval.cues import QueryCues
 
 RRF_K = 60
+# Priors are ranked on coarse buckets so that near-equal values tie (rank() gives ties one rank):
+# memories stored minutes apart are equally recent at a 30-day half-life, and a prior that cannot
+# tell candidates apart adds the same to each instead of reordering them at random.
+BUCKETS = 20
+LN2 = 0.6931471805599453
 
 
 @dataclass
@@ -31,12 +39,15 @@ class Hit:
     dense_rank: int | None
     lexical_rank: int | None
     lexical_score: float | None
+    channels: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)
 
 
 @dataclass
 class SearchOutcome:
     hits: list[Hit]
     matched_by: dict[str, int] = field(default_factory=dict)
+    candidates: dict[str, int] = field(default_factory=dict)
+    weights: dict[str, float] = field(default_factory=dict)
     timings_ms: dict[str, float] = field(default_factory=dict)
     backend_failures: list[str] = field(default_factory=list)
 
@@ -45,6 +56,10 @@ def lexical_query(query: str):  # type: ignore[no-untyped-def]
     """Any of the query's words, not all of them: natural-language questions rarely share every
     word with the memory that answers them. Stop words are dropped by the english parser."""
     return cast(func.replace(cast(func.plainto_tsquery("english", query), Text), "&", "|"), TSQUERY)
+
+
+def _decay(age_s, half_life_s: float):  # type: ignore[no-untyped-def]
+    return func.exp(-LN2 * func.greatest(age_s, 0.0) / half_life_s)
 
 
 async def hybrid_search(
@@ -58,11 +73,29 @@ async def hybrid_search(
     filters: MemoryFilters | None,
     limit: int,
     candidates: int,
-    weights: tuple[float, float] = (1.0, 1.0),
+    head: int = 10,
+    weights: dict[str, float] | None = None,
+    cues: QueryCues | None = None,
+    reference_time: datetime | None = None,
+    half_life_days: float = 30.0,
 ) -> SearchOutcome:
     started = time.perf_counter()
     where = memories_repo.read_conditions(tenant_id, namespace_id, filters)
-    w_dense, w_lex = weights
+    cues = cues or QueryCues()
+    ref = reference_time or datetime.now(UTC)
+    half_life_s = half_life_days * 86400.0
+    # Channels take part when they have weight and something to say for this query.
+    w = {"dense": 1.0, "lexical": 1.0, **(weights or {})}
+    active = {
+        "dense": query_vector is not None,
+        "lexical": True,
+        "recency": True,
+        "importance": True,
+        "access": True,
+        "intent": cues.intent is not None,
+        "time": cues.window is not None or cues.order is not None,
+    }
+    used = {name: w.get(name, 0.0) for name, on in active.items() if on and w.get(name, 0.0) > 0}
 
     # pgvector 0.8: keep scanning the HNSW graph until enough rows pass the filters, instead of
     # returning fewer than asked when the tenant's rows are a small part of the index.
@@ -80,7 +113,8 @@ async def hybrid_search(
     lex_ranked = select(
         lex_inner.c.id,
         cast(literal(None), Integer).label("dense_rank"),
-        func.row_number().over(order_by=lex_inner.c.lex_score.desc()).label("lexical_rank"),
+        # rank(), not row_number(): equal scores get one rank, so ties stay ties for the signals to break.
+        func.rank().over(order_by=lex_inner.c.lex_score.desc()).label("lexical_rank"),
         lex_inner.c.lex_score,
     )
 
@@ -95,12 +129,12 @@ async def hybrid_search(
         )
         dense_ranked = select(
             dense_inner.c.id,
-            func.row_number().over(order_by=dense_inner.c.dist).label("dense_rank"),
+            func.rank().over(order_by=dense_inner.c.dist).label("dense_rank"),
             cast(literal(None), Integer).label("lexical_rank"),
             cast(literal(None), Float).label("lex_score"),
         )
         # UNION ALL + GROUP BY rather than a FULL JOIN: the fused id stays a plain column, so the
-        # final join reaches each memory by primary key instead of filtering a scan.
+        # joins reach each memory by primary key instead of filtering a scan.
         both = union_all(dense_ranked, lex_ranked).subquery("both")
         fused = (
             select(
@@ -112,37 +146,143 @@ async def hybrid_search(
             .group_by(both.c.id)
             .subquery("fused")
         )
-        rrf = func.coalesce(w_dense / (RRF_K + fused.c.dense_rank), 0.0) + func.coalesce(
-            w_lex / (RRF_K + fused.c.lexical_rank), 0.0
-        )
-        cosine = (1 - Memory.embedding.cosine_distance(query_vector)).label("cosine")
+        cosine = 1 - Memory.embedding.cosine_distance(query_vector)
     else:
         fused = lex_ranked.subquery("fused")
-        rrf = func.coalesce(w_lex / (RRF_K + fused.c.lexical_rank), 0.0)
-        cosine = cast(literal(None), Float).label("cosine")
+        cosine = cast(literal(None), Float)
+
+    # ---- signals on the candidates ----
+    at = func.coalesce(Memory.valid_from, Memory.created_at)
+    epoch = func.extract("epoch", literal(ref) - at)
+    recency = _decay(epoch, half_life_s)
+    importance = Memory.importance * Memory.confidence
+    access = func.ln(1 + Memory.access_count) * func.coalesce(
+        _decay(func.extract("epoch", literal(ref) - Memory.last_accessed_at), half_life_s), 0.0
+    )
+    if cues.intent is not None:
+        intent_value = case((Memory.type == cues.intent, 1.0), else_=0.0)
+    else:
+        intent_value = cast(literal(None), Float)
+    if cues.window is not None:
+        start, end = cues.window
+        time_value = case((and_(at >= start, at < end), 1.0), else_=0.0)
+    elif cues.order is not None:
+        time_value = func.extract("epoch", at)
+    else:
+        time_value = cast(literal(None), Float)
+    retrieval = func.coalesce(w["dense"] / (RRF_K + fused.c.dense_rank), 0.0) + func.coalesce(
+        w["lexical"] / (RRF_K + fused.c.lexical_rank), 0.0
+    )
+    signals = (
+        select(
+            fused.c.id,
+            fused.c.dense_rank,
+            fused.c.lexical_rank,
+            fused.c.lex_score,
+            cosine.label("cosine"),
+            recency.label("recency"),
+            importance.label("importance"),
+            access.label("access"),
+            intent_value.label("intent"),
+            time_value.label("time"),
+            func.count(fused.c.dense_rank).over().label("n_dense"),
+            func.count(fused.c.lexical_rank).over().label("n_lexical"),
+            retrieval.label("retrieval"),
+        )
+        # Both the tenant's rows and the system tenant's shared ones can be hits.
+        .join(Memory, (Memory.id == fused.c.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
+        .subquery("signals")
+    )
+    # Where each candidate stands on retrieval alone: the priors and the order cue rank only the
+    # retrieval head, so they reorder what retrieval found relevant instead of pulling an old or
+    # merely recent candidate up from far down the list. Window and intent matches count anywhere.
+    headed = select(
+        signals.c, func.row_number().over(order_by=(signals.c.retrieval.desc(), signals.c.id)).label("head_pos")
+    ).subquery("headed")
+    sg = headed.c
+    in_head = sg.head_pos <= head
+
+    def head_rank(*order):  # type: ignore[no-untyped-def]
+        return case((in_head, func.rank().over(partition_by=in_head, order_by=order)), else_=None)
+
+    def bucket(col):  # type: ignore[no-untyped-def]
+        return func.round(col * BUCKETS).desc()
+
+    intent_rank = case((sg.intent == 1.0, 1), else_=None) if cues.intent is not None else cast(literal(None), Integer)
+    if cues.window is not None:
+        time_rank = case((sg.time == 1.0, 1), else_=None)
+    elif cues.order == "newest":
+        time_rank = head_rank(sg.time.desc())
+    elif cues.order == "oldest":
+        time_rank = head_rank(sg.time.asc())
+    else:
+        time_rank = cast(literal(None), Integer)
+    ranked = select(
+        sg,
+        head_rank(bucket(sg.recency)).label("recency_rank"),
+        head_rank(bucket(sg.importance)).label("importance_rank"),
+        head_rank(bucket(sg.access)).label("access_rank"),
+        intent_rank.label("intent_rank"),
+        time_rank.label("time_rank"),
+    ).subquery("ranked")
+    rc = ranked.c
+    rank_col = {
+        "dense": rc.dense_rank,
+        "lexical": rc.lexical_rank,
+        "recency": rc.recency_rank,
+        "importance": rc.importance_rank,
+        "access": rc.access_rank,
+        "intent": rc.intent_rank,
+        "time": rc.time_rank,
+    }
+    value_col = {
+        "dense": rc.cosine,
+        "lexical": rc.lex_score,
+        "recency": rc.recency,
+        "importance": rc.importance,
+        "access": rc.access,
+        "intent": rc.intent,
+        "time": rc.time,
+    }
+    rrf = cast(literal(0.0), Float)
+    for name, weight in used.items():
+        rrf = rrf + func.coalesce(weight / (RRF_K + rank_col[name]), 0.0)
 
     stmt = (
-        select(Memory, rrf.label("rrf"), cosine, fused.c.dense_rank, fused.c.lexical_rank, fused.c.lex_score)
-        # Both the tenant's rows and the system tenant's shared ones can be hits.
-        .join(fused, (Memory.id == fused.c.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
+        select(Memory, rrf.label("rrf"), ranked)
+        .join(ranked, (Memory.id == ranked.c.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
         .order_by(rrf.desc(), Memory.id)
         .limit(limit)
     )
     rows = (await s.execute(stmt)).all()
-    # Normalise so that rank 1 in every channel scores 1.0: scores read the same across requests.
-    best = (w_dense if query_vector is not None else 0.0) + w_lex
+    # Normalise so that rank 1 in every channel that counted scores 1.0: scores read the same
+    # across requests whatever the weights.
+    best = sum(used.values())
     best_possible = best / (RRF_K + 1) if best > 0 else 1.0
-    hits = [
-        Hit(
-            memory=m,
-            score=round(float(r) / best_possible, 6),
-            semantic_relevance=None if c is None else round(float(c), 6),
-            dense_rank=dr,
-            lexical_rank=lr,
-            lexical_score=None if ls is None else float(ls),
+    hits = []
+    n_dense = n_lexical = 0
+    for row in rows:
+        m = row[0]
+        r = row._mapping
+        n_dense, n_lexical = r["n_dense"], r["n_lexical"]
+        channels: dict[str, tuple[int | None, float | None]] = {}
+        for name in active:
+            if not active[name]:
+                continue
+            rank = r[rank_col[name].name]
+            value = r[value_col[name].name]
+            channels[name] = (rank, None if value is None else round(float(value), 6))
+        hits.append(
+            Hit(
+                memory=m,
+                score=round(float(r["rrf"]) / best_possible, 6),
+                semantic_relevance=None if r["cosine"] is None else round(float(r["cosine"]), 6),
+                dense_rank=r["dense_rank"],
+                lexical_rank=r["lexical_rank"],
+                lexical_score=None if r["lex_score"] is None else float(r["lex_score"]),
+                channels=channels,
+            )
         )
-        for m, r, c, dr, lr, ls in rows
-    ]
     elapsed = (time.perf_counter() - started) * 1000
     return SearchOutcome(
         hits=hits,
@@ -150,5 +290,40 @@ async def hybrid_search(
             "dense": sum(1 for h in hits if h.dense_rank is not None),
             "lexical": sum(1 for h in hits if h.lexical_rank is not None),
         },
+        # The window counts run over every candidate, so any returned row carries them.
+        candidates={"dense": n_dense, "lexical": n_lexical},
+        weights=used,
         timings_ms={"sql": round(elapsed, 2)},
     )
+
+
+async def neighbours_of(
+    s: AsyncSession,
+    *,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    filters: MemoryFilters | None,
+    memories: list[Memory],
+    n: int,
+) -> dict[uuid.UUID, list[Memory]]:
+    """Up to ``n`` memories before and after each memory in its session, in session order (valid
+    time, then record time, then id), under the same visibility rules as the search itself."""
+    where = memories_repo.read_conditions(tenant_id, namespace_id, filters)
+    order = (func.coalesce(Memory.valid_from, Memory.created_at), Memory.created_at, Memory.id)
+    out: dict[uuid.UUID, list[Memory]] = {}
+    for m in memories:
+        if m.session_id is None:
+            out[m.id] = []
+            continue
+        key = (m.valid_from or m.created_at, m.created_at, m.id)
+        same = [*where, Memory.tenant_id == tenant_id, Memory.session_id == m.session_id]
+        before = (
+            await s.scalars(
+                select(Memory).where(*same, tuple_(*order) < tuple_(*key)).order_by(*(c.desc() for c in order)).limit(n)
+            )
+        ).all()
+        after = (
+            await s.scalars(select(Memory).where(*same, tuple_(*order) > tuple_(*key)).order_by(*order).limit(n))
+        ).all()
+        out[m.id] = [*reversed(before), *after]
+    return out

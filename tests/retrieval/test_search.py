@@ -1,0 +1,309 @@
+"""Search signals and fusion as a client sees them: each signal moves the ranking the way it
+should, weights are validated, results explain themselves, neighbours come from the same session,
+and no search reaches another tenant.
+
+Pairs of memories with the same words leave dense and lexical retrieval tied, so the ranking
+between them is the signal's doing; where the wording differs, the opposite cue must flip it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Tenant
+from tests.memories.test_router import MEMORIES, problem, search, store
+
+SEARCH = "/v1/namespaces/default/search"
+
+
+def contents(out: dict[str, Any]) -> list[str]:
+    return [r["memory"]["content"] for r in out["results"]]
+
+
+def by_id(out: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["memory"]["id"]: r for r in out["results"]}
+
+
+def iso(d: datetime) -> str:
+    return d.isoformat()
+
+
+class TestTimeCues:
+    async def test_currently_ranks_the_newest_and_originally_the_oldest(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        old = await store(
+            client,
+            tenant_a,
+            "Ana prefers green tea in the morning",
+            type="preference",
+            valid_from="2023-01-10T08:00:00Z",
+        )
+        new = await store(
+            client,
+            tenant_a,
+            "Ana prefers black coffee in the morning",
+            type="preference",
+            valid_from="2024-06-01T08:00:00Z",
+        )
+        await store(client, tenant_a, "The office wifi password was rotated", valid_from="2024-07-01T08:00:00Z")
+
+        now = await search(client, tenant_a, "what does Ana currently prefer in the morning")
+        first = await search(client, tenant_a, "what did Ana originally prefer in the morning")
+
+        assert now["results"][0]["memory"]["id"] == new["id"]
+        assert first["results"][0]["memory"]["id"] == old["id"]
+        assert now["metrics"]["cues"]["order"] == "newest"
+        assert (
+            by_id(now)[new["id"]]["signals"]["channels"]["time"]["rank"]
+            < by_id(now)[old["id"]]["signals"]["channels"]["time"]["rank"]
+        )
+
+    async def test_a_named_month_favours_memories_from_it(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        ids = {}
+        for month in (1, 3, 6):
+            m = await store(
+                client,
+                tenant_a,
+                f"Offsite in Porto, edition {month}: the team planned the roadmap",
+                type="event",
+                valid_from=iso(datetime(2023, month, 14, tzinfo=UTC)),
+            )
+            ids[month] = m["id"]
+
+        march = await search(client, tenant_a, "what did the team plan at the offsite in March 2023")
+        june = await search(client, tenant_a, "what did the team plan at the offsite in June 2023")
+
+        assert march["results"][0]["memory"]["id"] == ids[3]
+        assert june["results"][0]["memory"]["id"] == ids[6]
+        assert march["metrics"]["cues"]["window"].startswith("2023-03-01")
+        assert by_id(march)[ids[3]]["signals"]["channels"]["time"] == {"rank": 1, "value": 1.0}
+        assert by_id(march)[ids[1]]["signals"]["channels"]["time"] == {"rank": None, "value": 0.0}
+
+    async def test_relative_cues_use_the_reference_time(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        ref = datetime(2024, 5, 15, 12, tzinfo=UTC)
+        yesterday = await store(
+            client, tenant_a, "Standup: the deploy was blocked by tests", valid_from=iso(ref - timedelta(days=1))
+        )
+        await store(
+            client, tenant_a, "Standup: the deploy was blocked by review", valid_from=iso(ref - timedelta(days=9))
+        )
+
+        out = await search(
+            client, tenant_a, "why was the deploy blocked yesterday", reference_time=iso(ref), weights={"recency": 0}
+        )
+
+        assert out["results"][0]["memory"]["id"] == yesterday["id"]
+        assert out["metrics"]["cues"]["window"] == "2024-05-14T00:00:00+00:00/2024-05-15T00:00:00+00:00"
+
+
+class TestIntent:
+    @pytest.mark.parametrize(
+        ("query", "wanted"),
+        [("what did we decide about the billing database", "decision"), ("what do we like for billing", "preference")],
+    )
+    async def test_the_asked_type_wins_over_the_same_words(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, query: str, wanted: str
+    ) -> None:
+        stored = {}
+        for type_ in ("fact", "decision", "preference"):
+            stored[type_] = await store(client, tenant_a, "Billing database: PostgreSQL with pgvector", type=type_)
+
+        out = await search(client, tenant_a, query)
+
+        top = out["results"][0]
+        assert top["memory"]["id"] == stored[wanted]["id"]
+        assert top["signals"]["channels"]["intent"] == {"rank": 1, "value": 1.0}
+        assert top["score"] > out["results"][1]["score"]  # not a tie broken by id
+        assert out["metrics"]["cues"]["intent"] == wanted
+
+    async def test_weight_zero_turns_the_channel_off(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        await store(client, tenant_a, "Billing database: PostgreSQL", type="fact")
+        await store(client, tenant_a, "Billing database: PostgreSQL", type="decision")
+
+        out = await search(client, tenant_a, "what did we decide about billing", weights={"intent": 0})
+
+        assert "intent" not in out["metrics"]["weights"]
+        assert out["results"][0]["score"] == out["results"][1]["score"]
+
+
+class TestPriors:
+    async def test_recency_favours_the_newer_of_equal_memories(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        now = datetime.now(UTC)
+        old = await store(
+            client, tenant_a, "The release train leaves on Fridays", valid_from=iso(now - timedelta(days=400))
+        )
+        new = await store(
+            client, tenant_a, "The release train leaves on Fridays", valid_from=iso(now - timedelta(days=2))
+        )
+
+        out = await search(client, tenant_a, "release train day", weights={"recency": 0.5})
+
+        assert [r["memory"]["id"] for r in out["results"]] == [new["id"], old["id"]]
+        assert out["results"][0]["score"] > out["results"][1]["score"]
+        recency = [r["signals"]["channels"]["recency"]["value"] for r in out["results"]]
+        assert recency[0] > 0.9 > 0.01 > recency[1]  # 2 days and 400 days at a 30-day half-life
+
+    async def test_importance_favours_the_more_important(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        low = await store(client, tenant_a, "Rotate the signing keys every quarter", importance=0.1)
+        high = await store(client, tenant_a, "Rotate the signing keys every quarter", importance=0.9)
+
+        out = await search(client, tenant_a, "signing keys rotation", weights={"importance": 0.5})
+
+        assert [r["memory"]["id"] for r in out["results"]] == [high["id"], low["id"]]
+        assert out["results"][0]["signals"]["channels"]["importance"]["rank"] == 1
+
+    async def test_access_favours_the_often_recalled(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        rare = await store(client, tenant_a, "The staging cluster lives in eu-west-1")
+        used = await store(client, tenant_a, "The staging cluster lives in eu-west-1")
+        for _ in range(4):
+            assert (await client.get(f"{MEMORIES}/{used['id']}", headers=tenant_a.headers)).status_code == 200
+
+        out = await search(client, tenant_a, "staging cluster region", weights={"access": 0.5})
+
+        assert [r["memory"]["id"] for r in out["results"]] == [used["id"], rare["id"]]
+        assert out["results"][0]["signals"]["channels"]["access"]["value"] > 0
+
+
+class TestExplanation:
+    async def test_signals_metrics_and_normalised_score(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        await store(client, tenant_a, "The zorblax adapter connects the sensor to the hub")
+        await store(client, tenant_a, "Our team standup happens every morning at nine")
+
+        out = await search(client, tenant_a, "zorblax adapter")
+
+        top = out["results"][0]
+        assert top["score"] == pytest.approx(1.0)  # first everywhere that has weight
+        assert set(top["signals"]["channels"]) == {"dense", "lexical", "recency", "importance", "access"}
+        assert top["signals"]["channels"]["dense"]["value"] == top["semantic_relevance"]
+        assert top["signals"]["channels"]["lexical"]["rank"] == top["signals"]["lexical_rank"] == 1
+        metrics = out["metrics"]
+        assert metrics["candidates"] == {"dense": 2, "lexical": 1}
+        # Recency, importance and access explain but do not rank unless asked for (docs/benchmarks.md).
+        assert set(metrics["weights"]) == {"dense", "lexical"}
+        assert {"embed", "sql", "total"} <= metrics["timings_ms"].keys()
+        assert metrics["cues"] == {}
+        assert top["neighbours"] is None
+
+    async def test_min_score_still_compares_semantic_relevance(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        await store(client, tenant_a, "The user prefers dark roast coffee", type="preference")
+        await store(client, tenant_a, "The production database runs PostgreSQL 16", type="preference", importance=1.0)
+
+        out = await search(
+            client, tenant_a, "favourite hot drink", min_score=0.3, weights={"importance": 10, "intent": 10}
+        )
+
+        assert contents(out) == ["The user prefers dark roast coffee"]
+        assert out["metrics"]["min_score_applied"] is True
+        assert all(r["semantic_relevance"] >= 0.3 for r in out["results"])
+
+    @pytest.mark.parametrize(
+        "weights", [{"dense": 11}, {"recency": -0.1}, {"pagerank": 1}, {"dense": "lots"}, {"time": None}]
+    )
+    async def test_bad_weights_are_422(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, weights: dict[str, Any]
+    ) -> None:
+        r = await client.post(SEARCH, json={"query": "x", "weights": weights}, headers=tenant_a.headers)
+
+        assert problem(r, 422, "validation_error")["field"].startswith("weights")
+
+    @pytest.mark.parametrize("body", [{"neighbours": 6}, {"neighbours": -1}, {"reference_time": "soon"}])
+    async def test_bad_neighbours_or_reference_time_are_422(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, body: dict[str, Any]
+    ) -> None:
+        r = await client.post(SEARCH, json={"query": "x", **body}, headers=tenant_a.headers)
+
+        problem(r, 422, "validation_error")
+
+
+class TestNeighbours:
+    async def turns(self, client: httpx.AsyncClient, tenant: Tenant, session: str, texts: list[str]) -> list[str]:
+        start = datetime(2024, 3, 1, 9, tzinfo=UTC)
+        out = []
+        for i, t in enumerate(texts):
+            m = await store(
+                client,
+                tenant,
+                t,
+                type="event",
+                scope="session",
+                session_id=session,
+                valid_from=iso(start + timedelta(minutes=i)),
+            )
+            out.append(m["id"])
+        return out
+
+    async def test_returns_adjacent_turns_of_the_same_session(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        ids = await self.turns(
+            client,
+            tenant_a,
+            "s1",
+            [
+                "Mel: how was the weekend?",
+                "Caro: we went hiking near Sintra",
+                "Mel: nice, who came along?",
+                "Caro: my sister and her zorblax-obsessed dog",
+                "Mel: ha, how old is the dog?",
+                "Caro: about three years",
+                "Mel: see you Monday",
+            ],
+        )
+        await self.turns(client, tenant_a, "s2", ["Mel: the zorblax is back in stock"])
+
+        out = await search(
+            client, tenant_a, "sister's dog zorblax", neighbours=2, filters={"session_id": "s1"}, limit=1
+        )
+
+        hit = out["results"][0]
+        assert hit["memory"]["id"] == ids[3]
+        assert [m["id"] for m in hit["neighbours"]] == [ids[1], ids[2], ids[4], ids[5]]
+        assert "neighbours" in out["metrics"]["timings_ms"]
+
+    async def test_edges_of_a_session_and_memories_without_one(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        ids = await self.turns(client, tenant_a, "s1", ["Caro: zorblax first", "Mel: second", "Caro: third"])
+        await store(client, tenant_a, "A zorblax note with no session")
+
+        out = await search(client, tenant_a, "zorblax", neighbours=5)
+
+        got = {r["memory"]["content"]: [m["id"] for m in r["neighbours"]] for r in out["results"]}
+        assert got["Caro: zorblax first"] == [ids[1], ids[2]]
+        assert got["A zorblax note with no session"] == []
+
+
+class TestIsolation:
+    async def test_other_tenant_sees_nothing(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        await store(
+            client,
+            tenant_a,
+            "Ana currently prefers zorblax tea",
+            type="preference",
+            scope="session",
+            session_id="s1",
+            valid_from="2024-03-02T00:00:00Z",
+        )
+        await store(client, tenant_b, "Unrelated note", scope="session", session_id="s1")
+
+        out = await search(
+            client,
+            tenant_b,
+            "what does Ana currently prefer in March 2024 zorblax",
+            neighbours=5,
+            weights={"recency": 10, "importance": 10, "access": 10, "intent": 10, "time": 10},
+        )
+
+        assert all("zorblax" not in c for c in contents(out))
+        for r in out["results"]:
+            assert all("zorblax" not in m["content"] for m in r["neighbours"])
