@@ -12,6 +12,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Float, Integer, Text, and_, case, cast, func, literal, select, text, tuple_, union_all
 from sqlalchemy.dialects.postgresql import TSQUERY
@@ -62,6 +63,73 @@ def _decay(age_s, half_life_s: float):  # type: ignore[no-untyped-def]
     return func.exp(-LN2 * func.greatest(age_s, 0.0) / half_life_s)
 
 
+async def fused_candidates(
+    s: AsyncSession,
+    model: Any,
+    where: list[Any],
+    *,
+    query: str,
+    query_vector: list[float] | None,
+    model_id: str,
+    candidates: int,
+    rank: Any = func.rank,
+) -> Any:
+    """The candidate stage every hybrid search shares, for any table with ``id``, ``tsv``,
+    ``embedding`` and ``embedding_model``: up to ``candidates`` full-text and (with a query vector)
+    nearest-vector rows passing ``where``, one row per id with its rank in each channel
+    (``dense_rank``, ``lexical_rank``, ``lex_score``) as a subquery named ``fused``. ``rank`` is the
+    window function ranking each channel: rank() keeps ties as ties, row_number() breaks them."""
+    # pgvector 0.8: keep scanning the HNSW graph until enough rows pass the filters, instead of
+    # returning fewer than asked when the tenant's rows are a small part of the index.
+    await s.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
+    await s.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(max(64, candidates))})
+
+    tsq = lexical_query(query)
+    lex_inner = (
+        select(model.id, func.ts_rank_cd(model.tsv, tsq).label("lex_score"))
+        .where(*where, model.tsv.op("@@")(tsq))
+        .order_by(func.ts_rank_cd(model.tsv, tsq).desc())
+        .limit(candidates)
+        .subquery("lex_inner")
+    )
+    lex_ranked = select(
+        lex_inner.c.id,
+        cast(literal(None), Integer).label("dense_rank"),
+        rank().over(order_by=lex_inner.c.lex_score.desc()).label("lexical_rank"),
+        lex_inner.c.lex_score,
+    )
+    if query_vector is None:
+        return lex_ranked.subquery("fused")
+
+    dist = model.embedding.cosine_distance(query_vector)
+    dense_inner = (
+        select(model.id, dist.label("dist"))
+        .where(*where, model.embedding_model == model_id, model.embedding.is_not(None))
+        .order_by(dist)
+        .limit(candidates)
+        .subquery("dense_inner")
+    )
+    dense_ranked = select(
+        dense_inner.c.id,
+        rank().over(order_by=dense_inner.c.dist).label("dense_rank"),
+        cast(literal(None), Integer).label("lexical_rank"),
+        cast(literal(None), Float).label("lex_score"),
+    )
+    # UNION ALL + GROUP BY rather than a FULL JOIN: the fused id stays a plain column, so the
+    # joins reach each row by primary key instead of filtering a scan.
+    both = union_all(dense_ranked, lex_ranked).subquery("both")
+    return (
+        select(
+            both.c.id,
+            func.min(both.c.dense_rank).label("dense_rank"),
+            func.min(both.c.lexical_rank).label("lexical_rank"),
+            func.max(both.c.lex_score).label("lex_score"),
+        )
+        .group_by(both.c.id)
+        .subquery("fused")
+    )
+
+
 async def hybrid_search(
     s: AsyncSession,
     *,
@@ -97,58 +165,12 @@ async def hybrid_search(
     }
     used = {name: w.get(name, 0.0) for name, on in active.items() if on and w.get(name, 0.0) > 0}
 
-    # pgvector 0.8: keep scanning the HNSW graph until enough rows pass the filters, instead of
-    # returning fewer than asked when the tenant's rows are a small part of the index.
-    await s.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
-    await s.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(max(64, candidates))})
-
-    tsq = lexical_query(query)
-    lex_inner = (
-        select(Memory.id, func.ts_rank_cd(Memory.tsv, tsq).label("lex_score"))
-        .where(*where, Memory.tsv.op("@@")(tsq))
-        .order_by(func.ts_rank_cd(Memory.tsv, tsq).desc())
-        .limit(candidates)
-        .subquery("lex_inner")
+    fused = await fused_candidates(
+        s, Memory, where, query=query, query_vector=query_vector, model_id=model_id, candidates=candidates
     )
-    lex_ranked = select(
-        lex_inner.c.id,
-        cast(literal(None), Integer).label("dense_rank"),
-        # rank(), not row_number(): equal scores get one rank, so ties stay ties for the signals to break.
-        func.rank().over(order_by=lex_inner.c.lex_score.desc()).label("lexical_rank"),
-        lex_inner.c.lex_score,
-    )
-
     if query_vector is not None:
-        dist = Memory.embedding.cosine_distance(query_vector)
-        dense_inner = (
-            select(Memory.id, dist.label("dist"))
-            .where(*where, Memory.embedding_model == model_id, Memory.embedding.is_not(None))
-            .order_by(dist)
-            .limit(candidates)
-            .subquery("dense_inner")
-        )
-        dense_ranked = select(
-            dense_inner.c.id,
-            func.rank().over(order_by=dense_inner.c.dist).label("dense_rank"),
-            cast(literal(None), Integer).label("lexical_rank"),
-            cast(literal(None), Float).label("lex_score"),
-        )
-        # UNION ALL + GROUP BY rather than a FULL JOIN: the fused id stays a plain column, so the
-        # joins reach each memory by primary key instead of filtering a scan.
-        both = union_all(dense_ranked, lex_ranked).subquery("both")
-        fused = (
-            select(
-                both.c.id,
-                func.min(both.c.dense_rank).label("dense_rank"),
-                func.min(both.c.lexical_rank).label("lexical_rank"),
-                func.max(both.c.lex_score).label("lex_score"),
-            )
-            .group_by(both.c.id)
-            .subquery("fused")
-        )
         cosine = 1 - Memory.embedding.cosine_distance(query_vector)
     else:
-        fused = lex_ranked.subquery("fused")
         cosine = cast(literal(None), Float)
 
     # ---- signals on the candidates ----

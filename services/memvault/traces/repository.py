@@ -9,21 +9,18 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Float,
-    Integer,
     cast,
     delete,
     func,
     insert,
     literal,
     select,
-    text,
-    union_all,
     update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.db.pagination import newest_first
-from memvault.retrieval.hybrid import RRF_K, lexical_query
+from memvault.retrieval.hybrid import RRF_K, fused_candidates
 from memvault.traces.models import Trace, TraceStep
 
 
@@ -186,59 +183,23 @@ async def search(
     way retrieval/hybrid.py searches memories. Without a query vector, full text alone."""
     started = time.perf_counter()
     where = _where(tenant_id, namespace_id, filters)
-    # pgvector 0.8: keep walking the HNSW graph until enough rows pass the tenant and field filters.
-    await s.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
-    await s.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(max(64, candidates))})
-
-    tsq = lexical_query(query)
-    lex_inner = (
-        select(Trace.id, func.ts_rank_cd(Trace.tsv, tsq).label("lex_score"))
-        .where(*where, Trace.tsv.op("@@")(tsq))
-        .order_by(func.ts_rank_cd(Trace.tsv, tsq).desc())
-        .limit(candidates)
-        .subquery("lex_inner")
+    # row_number(): ties broken by arrival in each channel, as trace search has always ranked.
+    fused = await fused_candidates(
+        s,
+        Trace,
+        where,
+        query=query,
+        query_vector=query_vector,
+        model_id=model_id,
+        candidates=candidates,
+        rank=func.row_number,
     )
-    lex_ranked = select(
-        lex_inner.c.id,
-        cast(literal(None), Integer).label("dense_rank"),
-        func.row_number().over(order_by=lex_inner.c.lex_score.desc()).label("lexical_rank"),
-        lex_inner.c.lex_score,
-    )
-
+    rrf = func.coalesce(1.0 / (RRF_K + fused.c.lexical_rank), 0.0)
     if query_vector is not None:
-        dist = Trace.embedding.cosine_distance(query_vector)
-        dense_inner = (
-            select(Trace.id, dist.label("dist"))
-            .where(*where, Trace.embedding_model == model_id, Trace.embedding.is_not(None))
-            .order_by(dist)
-            .limit(candidates)
-            .subquery("dense_inner")
-        )
-        dense_ranked = select(
-            dense_inner.c.id,
-            func.row_number().over(order_by=dense_inner.c.dist).label("dense_rank"),
-            cast(literal(None), Integer).label("lexical_rank"),
-            cast(literal(None), Float).label("lex_score"),
-        )
-        both = union_all(dense_ranked, lex_ranked).subquery("both")
-        fused = (
-            select(
-                both.c.id,
-                func.min(both.c.dense_rank).label("dense_rank"),
-                func.min(both.c.lexical_rank).label("lexical_rank"),
-                func.max(both.c.lex_score).label("lex_score"),
-            )
-            .group_by(both.c.id)
-            .subquery("fused")
-        )
-        rrf = func.coalesce(1.0 / (RRF_K + fused.c.dense_rank), 0.0) + func.coalesce(
-            1.0 / (RRF_K + fused.c.lexical_rank), 0.0
-        )
+        rrf = rrf + func.coalesce(1.0 / (RRF_K + fused.c.dense_rank), 0.0)
         cosine_value = (1 - Trace.embedding.cosine_distance(query_vector)).label("cosine")
         channels = 2.0
     else:
-        fused = lex_ranked.subquery("fused")
-        rrf = func.coalesce(1.0 / (RRF_K + fused.c.lexical_rank), 0.0)
         cosine_value = cast(literal(None), Float).label("cosine")
         channels = 1.0
 
