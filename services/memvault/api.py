@@ -38,7 +38,7 @@ from memvault.memories.schemas import MemoryFilters
 from memvault.memories.service import MemoryOps, memory_out
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
-from memvault.namespaces.schemas import NamespaceIn, NamespaceOut
+from memvault.namespaces.schemas import NamespaceIn, NamespaceOut, NamespacePatch, NamespaceSettings
 from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
 from memvault.portability.service import PortabilityOps
@@ -78,7 +78,12 @@ class RevokedApiKey(Unauthenticated):
 
 def namespace_out(ns: Namespace, memory_count: int) -> NamespaceOut:
     return NamespaceOut(
-        id=ns.id, name=ns.name, description=ns.description, created_at=ns.created_at, memory_count=memory_count
+        id=ns.id,
+        name=ns.name,
+        description=ns.description,
+        created_at=ns.created_at,
+        memory_count=memory_count,
+        settings=NamespaceSettings.model_validate(ns.settings or {}),
     )
 
 
@@ -164,6 +169,40 @@ class NamespaceAPI(
         p.require("read", name)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             ns = await self._namespace(tx, p, name)
+            n = await ns_repo.count_memories(tx.session, p.tenant_id, ns.id)
+        return namespace_out(ns, n)
+
+    async def update_namespace(self, p: Principal, name: str, patch: NamespacePatch) -> NamespaceOut:
+        """Change a namespace's description or settings (search defaults, periodic maintenance)."""
+        p.require("admin", name)
+        ensure_no_secrets(patch.description, field="description")
+        given = patch.model_fields_set
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            ns = await self._namespace(tx, p, name)
+            if "description" in given:
+                ns.description = patch.description
+            if "settings" in given and patch.settings is not None:
+                merged = dict(ns.settings or {})
+                for part in patch.settings.model_fields_set:
+                    value = getattr(patch.settings, part)
+                    if value is None:
+                        merged.pop(part, None)
+                    else:
+                        merged[part] = value.model_dump(mode="json", exclude_none=True)
+                ns.settings = merged
+            await tx.session.flush()
+            await audit.record(
+                tx.session,
+                p.tenant_id,
+                p.subject,
+                "namespace.update",
+                namespace_id=ns.id,
+                target_id=name,
+                detail={
+                    "fields": sorted(given),
+                    "settings": sorted(patch.settings.model_fields_set) if patch.settings else [],
+                },
+            )
             n = await ns_repo.count_memories(tx.session, p.tenant_id, ns.id)
         return namespace_out(ns, n)
 

@@ -61,6 +61,7 @@ REQUIRED_SCOPE = {
     ("POST", "/v1/namespaces"): "admin",
     ("GET", "/v1/namespaces"): "read",
     ("GET", "/v1/namespaces/{ns}"): "read",
+    ("PATCH", "/v1/namespaces/{ns}"): "admin",
     ("DELETE", "/v1/namespaces/{ns}"): "admin",
     ("POST", "/v1/namespaces/{ns}/memories"): "write",
     ("POST", "/v1/namespaces/{ns}/memories/batch"): "write",

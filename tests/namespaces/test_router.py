@@ -220,6 +220,89 @@ class TestGetNamespace:
         assert r.json()["code"] == "namespace_not_found"
 
 
+class TestUpdateNamespace:
+    async def test_sets_description_and_settings(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        name = unique_name()
+        await create_namespace(client, tenant_a, name, "Old")
+
+        r = await client.patch(
+            f"/v1/namespaces/{name}",
+            json={
+                "description": "New",
+                "settings": {
+                    "search": {"weights": {"lexical": 2}, "fusion": "weighted"},
+                    "maintenance": {"jobs": ["dedup", "decay"], "every_minutes": 60},
+                },
+            },
+            headers=tenant_a.headers,
+        )
+
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["description"] == "New"
+        assert body["settings"]["search"] == {"weights": {"lexical": 2.0}, "fusion": "weighted"}
+        assert body["settings"]["maintenance"] == {"jobs": ["dedup", "decay"], "every_minutes": 60, "budget_ms": 60000}
+        # And it was stored, not only echoed.
+        again = (await client.get(f"/v1/namespaces/{name}", headers=tenant_a.headers)).json()
+        assert again["settings"] == body["settings"]
+        assert again["description"] == "New"
+
+    async def test_a_part_given_replaces_only_that_part_and_null_clears_it(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        name = unique_name()
+        await create_namespace(client, tenant_a, name, "Kept")
+        settings = {"search": {"weights": {"dense": 3}}, "maintenance": {"every_minutes": 30}}
+        r = await client.patch(f"/v1/namespaces/{name}", json={"settings": settings}, headers=tenant_a.headers)
+        assert r.status_code == 200, r.text
+
+        r = await client.patch(
+            f"/v1/namespaces/{name}",
+            json={"settings": {"search": {"fusion": "weighted"}, "maintenance": None}},
+            headers=tenant_a.headers,
+        )
+
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["description"] == "Kept"
+        assert body["settings"] == {"search": {"weights": None, "fusion": "weighted"}, "maintenance": None}
+
+    @pytest.mark.parametrize(
+        "bad",
+        [
+            {"search": {"weights": {"nonsense": 1}}},
+            {"search": {"weights": {"dense": 11}}},
+            {"search": {"fusion": "max"}},
+            {"maintenance": {"jobs": ["dedup", "dedup"]}},
+            {"maintenance": {"every_minutes": 1}},
+            {"other": {}},
+        ],
+    )
+    async def test_bad_settings_are_422_and_change_nothing(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, bad: dict[str, object]
+    ) -> None:
+        name = unique_name()
+        await create_namespace(client, tenant_a, name, "Same")
+
+        r = await client.patch(f"/v1/namespaces/{name}", json={"settings": bad}, headers=tenant_a.headers)
+
+        assert r.status_code == 422, r.text
+        again = (await client.get(f"/v1/namespaces/{name}", headers=tenant_a.headers)).json()
+        assert again["settings"] == {"search": None, "maintenance": None}
+
+    async def test_other_tenant_cannot_change_it(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        name = unique_name()
+        await create_namespace(client, tenant_a, name, "Mine")
+
+        r = await client.patch(f"/v1/namespaces/{name}", json={"description": "Theirs"}, headers=tenant_b.headers)
+
+        assert r.status_code == 404, r.text
+        again = (await client.get(f"/v1/namespaces/{name}", headers=tenant_a.headers)).json()
+        assert again["description"] == "Mine"
+
+
 async def memory_rows(owner_url: str, ids: list[str]) -> int:
     """Rows left in the table, counted as the owner so that nothing (RLS, a new namespace id) hides them."""
     async with await psycopg.AsyncConnection.connect(owner_url) as conn:

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Path, Response
 
 from memvault.gateway.deps import AdminPrincipal, Api, ReadPrincipal
 from memvault.gateway.idempotency import IDEMPOTENT
-from memvault.namespaces.schemas import NAMESPACE_NAME, NamespaceIn, NamespaceOut
+from memvault.namespaces.schemas import NAMESPACE_NAME, NamespaceIn, NamespaceOut, NamespacePatch
 
 router = APIRouter(prefix="/v1/namespaces", tags=["namespaces"])
 
@@ -28,6 +28,13 @@ async def list_namespaces(p: ReadPrincipal, api: Api) -> list[NamespaceOut]:
 @router.get("/{ns}")
 async def get_namespace(ns: NamespaceName, p: ReadPrincipal, api: Api) -> NamespaceOut:
     return await api.get_namespace(p, ns)
+
+
+@router.patch("/{ns}")
+async def update_namespace(ns: NamespaceName, body: NamespacePatch, p: AdminPrincipal, api: Api) -> NamespaceOut:
+    """Change the description or settings: `search` (default weights and fusion) and `maintenance`
+    (periodic jobs). Each settings part given replaces that part; null clears it (admin scope)."""
+    return await api.update_namespace(p, ns, body)
 
 
 @router.delete("/{ns}", status_code=204)

@@ -3,7 +3,10 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memvault.maintenance.schemas import DEFAULT_STEPS, MAX_BUDGET_MS, Step
+from memvault.retrieval.schemas import DEFAULT_WEIGHTS, Fusion, check_weights
 
 # URL-safe, so a namespace name can sit in a path without escaping.
 NAMESPACE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
@@ -16,6 +19,58 @@ class NamespaceIn(BaseModel):
     description: str | None = Field(default=None, max_length=2000)
 
 
+class SearchSettings(BaseModel):
+    """Search defaults of one namespace; a request's own `weights` and `fusion` override them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    weights: dict[str, float] | None = Field(
+        default=None, description=f"Fusion weights over the service defaults {DEFAULT_WEIGHTS}."
+    )
+    fusion: Fusion | None = Field(default=None, description="`rrf` (default) or `weighted`.")
+
+    @field_validator("weights")
+    @classmethod
+    def _known_weights(cls, v: dict[str, float] | None) -> dict[str, float] | None:
+        return check_weights(v)
+
+
+class MaintenanceSchedule(BaseModel):
+    """Maintenance that runs by itself on this namespace (docs/workers.md, "Periodic maintenance")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    jobs: list[Step] = Field(default_factory=lambda: list(DEFAULT_STEPS), min_length=1, max_length=len(Step))
+    every_minutes: int = Field(default=1440, ge=5, le=7 * 1440, description="Time between two runs.")
+    budget_ms: int = Field(default=60_000, ge=1, le=MAX_BUDGET_MS, description="Time budget of each run.")
+
+    @field_validator("jobs")
+    @classmethod
+    def _once_each(cls, v: list[Step]) -> list[Step]:
+        if len(set(v)) != len(v):
+            raise ValueError("each step may be named once")
+        return v
+
+
+class NamespaceSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    search: SearchSettings | None = None
+    maintenance: MaintenanceSchedule | None = Field(
+        default=None, description="Periodic maintenance; null: none (organize can still be called)."
+    )
+
+
+class NamespacePatch(BaseModel):
+    """Fields left out stay as they are. In `settings`, each part given replaces that part, and
+    null clears it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str | None = Field(default=None, max_length=2000)
+    settings: NamespaceSettings | None = None
+
+
 class NamespaceOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -24,3 +79,4 @@ class NamespaceOut(BaseModel):
     description: str | None
     created_at: datetime
     memory_count: int | None = None
+    settings: NamespaceSettings = Field(default_factory=NamespaceSettings)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -22,6 +22,21 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "intent": 0.5,
     "time": 2.0,
 }
+
+
+Fusion = Literal["rrf", "weighted"]
+
+
+def check_weights(v: dict[str, float] | None) -> dict[str, float] | None:
+    if v is None:
+        return v
+    unknown = sorted(set(v) - set(CHANNELS))
+    if unknown:
+        raise ValueError(f"unknown channels {unknown}; known: {list(CHANNELS)}")
+    for name, w in v.items():
+        if not (0 <= w <= 10):  # also refuses NaN
+            raise ValueError(f"weight of {name!r} must be between 0 and 10")
+    return v
 
 
 class SearchIn(BaseModel):
@@ -52,15 +67,7 @@ class SearchIn(BaseModel):
     @field_validator("weights")
     @classmethod
     def _known_weights(cls, v: dict[str, float] | None) -> dict[str, float] | None:
-        if v is None:
-            return v
-        unknown = sorted(set(v) - set(CHANNELS))
-        if unknown:
-            raise ValueError(f"unknown channels {unknown}; known: {list(CHANNELS)}")
-        for name, w in v.items():
-            if not (0 <= w <= 10):  # also refuses NaN
-                raise ValueError(f"weight of {name!r} must be between 0 and 10")
-        return v
+        return check_weights(v)
 
     def effective_weights(self) -> dict[str, float]:
         return {**DEFAULT_WEIGHTS, **(self.weights or {})}
