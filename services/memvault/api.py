@@ -38,14 +38,14 @@ from memvault.memories.schemas import MemoryFilters
 from memvault.memories.service import MemoryOps, memory_out
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
-from memvault.namespaces.schemas import NamespaceIn, NamespaceOut, NamespacePatch, NamespaceSettings
+from memvault.namespaces.schemas import NamespaceIn, NamespaceOut, NamespacePatch, NamespaceSettings, SearchSettings
 from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import OPERATOR, Principal
 from memvault.retrieval.context import ContextIn, ContextOut, pack
 from memvault.retrieval.cues import analyse
-from memvault.retrieval.hybrid import hybrid_search, neighbours_of
+from memvault.retrieval.hybrid import NamedEntities, entities_named, hybrid_search, neighbours_of
 from memvault.retrieval.schemas import ChannelSignal, SearchIn, SearchMetrics, SearchOut, SearchResult, Signals
 from memvault.tenants import service as tenants_service
 from memvault.traces.service import TraceOps
@@ -354,6 +354,19 @@ class NamespaceAPI(
             ):
                 failures.append("embedding_model_mismatch")
             cues = analyse(req.query, req.reference_time)
+            defaults = NamespaceSettings.model_validate(namespace.settings or {}).search or SearchSettings()
+            weights = req.effective_weights(defaults.weights)
+            entities = (
+                await entities_named(
+                    tx.session,
+                    tenant_id=p.tenant_id,
+                    namespace_id=namespace.id,
+                    query=req.query,
+                    at=req.reference_time or datetime.now(UTC),
+                )
+                if weights.get("graph", 0) > 0
+                else NamedEntities()
+            )
             outcome = await hybrid_search(
                 tx.session,
                 tenant_id=p.tenant_id,
@@ -365,10 +378,13 @@ class NamespaceAPI(
                 limit=req.limit,
                 candidates=max(50, req.limit * 5),
                 head=max(10, req.limit),
-                weights=req.effective_weights(),
+                weights=weights,
+                fusion=req.fusion or defaults.fusion or "rrf",
                 cues=cues,
+                entities=entities,
                 reference_time=req.reference_time,
                 half_life_days=self._settings.search_recency_half_life_days,
+                strength_half_life_days=self._settings.decay_half_life_days,
             )
             hits = outcome.hits
             min_score_applied = req.min_score is not None and qvec is not None
@@ -415,7 +431,8 @@ class NamespaceAPI(
                 min_score_applied=min_score_applied,
                 candidates=outcome.candidates,
                 weights=outcome.weights,
-                cues=cues.describe(),
+                fusion=outcome.fusion,
+                cues={**cues.describe(), **({"entities": ", ".join(entities.names)} if entities.names else {})},
             ),
         )
 

@@ -7,6 +7,7 @@ between them is the signal's doing; where the wording differs, the opposite cue 
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -179,7 +180,7 @@ class TestExplanation:
 
         top = out["results"][0]
         assert top["score"] == pytest.approx(1.0)  # first everywhere that has weight
-        assert set(top["signals"]["channels"]) == {"dense", "lexical", "recency", "importance", "access"}
+        assert set(top["signals"]["channels"]) == {"dense", "lexical", "recency", "importance", "access", "strength"}
         assert top["signals"]["channels"]["dense"]["value"] == top["semantic_relevance"]
         assert top["signals"]["channels"]["lexical"]["rank"] == top["signals"]["lexical_rank"] == 1
         metrics = out["metrics"]
@@ -279,6 +280,160 @@ class TestNeighbours:
         got = {r["memory"]["content"]: [m["id"] for m in r["neighbours"]] for r in out["results"]}
         assert got["Caro: zorblax first"] == [ids[1], ids[2]]
         assert got["A zorblax note with no session"] == []
+
+    async def test_strength_favours_the_recalled_and_important(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        weak = await store(client, tenant_a, "The backup bucket is called cold-store", importance=0.2)
+        strong = await store(client, tenant_a, "The backup bucket is called cold-store", importance=0.8)
+        for _ in range(3):
+            assert (await client.get(f"{MEMORIES}/{strong['id']}", headers=tenant_a.headers)).status_code == 200
+
+        out = await search(client, tenant_a, "backup bucket name", weights={"strength": 0.5})
+
+        assert [r["memory"]["id"] for r in out["results"]] == [strong["id"], weak["id"]]
+        values = [r["signals"]["channels"]["strength"]["value"] for r in out["results"]]
+        # 1 + ln(4) recalls times 0.5 + 0.8 importance, against 1 x 0.7: both fresh.
+        assert values[0] == pytest.approx((1 + math.log(4)) * 1.3, rel=0.01)
+        assert values[1] == pytest.approx(0.7, rel=0.01)
+
+
+ENTITIES = "/v1/namespaces/default/entities"
+
+
+async def entity(client: httpx.AsyncClient, tenant: Tenant, name: str, **fields: Any) -> str:
+    r = await client.post(ENTITIES, json={"name": name, "type": "person", **fields}, headers=tenant.headers)
+    assert r.status_code in (200, 201), r.text
+    return str(r.json()["id"])
+
+
+class TestGraph:
+    """Entities the query names favour the memories linked to them, and more weakly those linked
+    to an entity one relation away."""
+
+    async def test_the_named_person_wins_over_the_same_words(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        ana = await entity(client, tenant_a, "Ana Lima", aliases=["Ana"])
+        ben = await entity(client, tenant_a, "Ben")
+        hers = await store(client, tenant_a, "Loves hiking in the mountains on weekends", entity_ids=[ana])
+        his = await store(client, tenant_a, "Loves hiking in the mountains on weekends", entity_ids=[ben])
+
+        for query, first, second in [
+            ("What does Ana do on weekends?", hers, his),
+            ("what does ben do on weekends", his, hers),
+            ("Ana Lima's weekends?", hers, his),
+        ]:
+            out = await search(client, tenant_a, query, weights={"graph": 1})
+
+            assert [r["memory"]["id"] for r in out["results"]][:2] == [first["id"], second["id"]], query
+            assert out["results"][0]["signals"]["channels"]["graph"] == {"rank": 1, "value": 1.0}
+            assert out["results"][1]["signals"]["channels"]["graph"] == {"rank": None, "value": 0.0}
+
+        assert out["metrics"]["cues"]["entities"] == "Ana Lima"
+        assert out["metrics"]["weights"]["graph"] == 1
+
+    async def test_a_related_entity_counts_less_than_the_named_one(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        ana = await entity(client, tenant_a, "Ana")
+        rex = await entity(client, tenant_a, "Rex", type="other")
+        other = await entity(client, tenant_a, "Mia")
+        r = await client.post(
+            f"{ENTITIES[: -len('/entities')]}/relations",
+            json={"source_id": ana, "type": "owns", "target_id": rex},
+            headers=tenant_a.headers,
+        )
+        assert r.status_code == 201, r.text
+        unrelated = await store(client, tenant_a, "Needs a walk twice a day", entity_ids=[other])
+        related = await store(client, tenant_a, "Needs a walk twice a day", entity_ids=[rex])
+        named = await store(client, tenant_a, "Needs a walk twice a day", entity_ids=[ana])
+
+        out = await search(client, tenant_a, "Who in Ana's home needs a walk?", weights={"graph": 1})
+
+        assert [r["memory"]["id"] for r in out["results"]] == [named["id"], related["id"], unrelated["id"]]
+        assert [r["signals"]["channels"]["graph"]["value"] for r in out["results"]] == [1.0, 0.5, 0.0]
+
+    async def test_no_entity_named_no_channel_and_a_word_inside_a_name_does_not_count(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        ana = await entity(client, tenant_a, "Anabel")
+        await store(client, tenant_a, "Collects old maps", entity_ids=[ana])
+
+        out = await search(client, tenant_a, "Who collects old maps? Ana?", weights={"graph": 1})
+
+        assert "graph" not in out["results"][0]["signals"]["channels"]
+        assert "graph" not in out["metrics"]["weights"]
+        assert "entities" not in out["metrics"]["cues"]
+
+    async def test_another_tenants_entities_are_not_read(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        await entity(client, tenant_b, "Zed")
+        await store(client, tenant_a, "Zed repairs bicycles")
+
+        out = await search(client, tenant_a, "what does Zed repair", weights={"graph": 1})
+
+        assert "entities" not in out["metrics"]["cues"]
+        assert "graph" not in out["results"][0]["signals"]["channels"]
+
+
+class TestFusion:
+    async def test_weighted_scores_are_weighted_means_of_scaled_values(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        await store(client, tenant_a, "The quarterly report is due on the fifth")
+        await store(client, tenant_a, "Quarterly planning happens in the big room")
+        await store(client, tenant_a, "Lunch is served at noon")
+
+        out = await search(client, tenant_a, "quarterly report due date", fusion="weighted")
+
+        assert out["metrics"]["fusion"] == "weighted"
+        scores = [r["score"] for r in out["results"]]
+        assert scores == sorted(scores, reverse=True)
+        assert all(0.0 <= s <= 1.0 for s in scores)
+        top = out["results"][0]
+        assert top["memory"]["content"] == "The quarterly report is due on the fifth"
+        # Best cosine and best text rank among the candidates: both scale to 1, so the mean is 1.
+        assert top["score"] == pytest.approx(1.0)
+
+    async def test_weighted_fusion_follows_the_weights(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        # Words favour the first, meaning the second: each channel alone decides.
+        await store(client, tenant_a, "Kettle kettle kettle: the office kettle descaling rota")
+        await store(client, tenant_a, "Boiling water for tea in the workplace kitchen")
+
+        by_words = await search(
+            client, tenant_a, "office kettle", fusion="weighted", weights={"dense": 0, "lexical": 1}
+        )
+        by_meaning = await search(
+            client, tenant_a, "hot water for a cuppa at work", fusion="weighted", weights={"dense": 1, "lexical": 0}
+        )
+
+        assert contents(by_words)[0].startswith("Kettle")
+        assert contents(by_meaning)[0].startswith("Boiling")
+        assert by_words["results"][0]["score"] == pytest.approx(1.0)
+
+    async def test_namespace_settings_are_the_defaults_and_the_request_overrides_them(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        await store(client, tenant_a, "The VPN needs a hardware token")
+        r = await client.patch(
+            "/v1/namespaces/default",
+            json={"settings": {"search": {"weights": {"dense": 0, "lexical": 2}, "fusion": "weighted"}}},
+            headers=tenant_a.headers,
+        )
+        assert r.status_code == 200, r.text
+
+        by_namespace = await search(client, tenant_a, "VPN token")
+        by_request = await search(client, tenant_a, "VPN token", fusion="rrf", weights={"dense": 1})
+
+        assert by_namespace["metrics"]["fusion"] == "weighted"
+        assert by_namespace["metrics"]["weights"] == {"lexical": 2}
+        assert by_request["metrics"]["fusion"] == "rrf"
+        assert by_request["metrics"]["weights"] == {"dense": 1, "lexical": 2}
+
+    async def test_bad_fusion_is_422(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        r = await client.post(SEARCH, json={"query": "x", "fusion": "max"}, headers=tenant_a.headers)
+
+        problem(r, 422, "validation_error")
 
 
 class TestIsolation:

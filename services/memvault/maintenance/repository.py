@@ -9,11 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import func, select, text, update
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from memvault.entities.models import MemoryEntity
 from memvault.memories.models import Memory
+from memvault.memories.repository import strength_of
 
 # Current and not archived: what dedup, decay and search work on.
 LIVE = "m.superseded_at IS NULL AND m.state <> 'archived'"
@@ -212,13 +215,11 @@ async def merge(
 
 
 def strength_sql(half_life_days: float) -> str:
-    """Strength in SQL: recency halves every half-life since the last access (else creation),
-    recall multiplies it by 1 + ln(1 + access_count), importance by 0.5 + importance (so the
-    default importance 0.5 leaves it as is)."""
-    return (
-        f"power(0.5, extract(epoch FROM now() - coalesce(m.last_accessed_at, m.created_at)) "
-        f"/ 86400.0 / {float(half_life_days)!r}) * (1 + ln(1 + m.access_count)) * (0.5 + m.importance)"
-    )
+    """Strength (memories.repository.strength_of, the one definition search also ranks by) as SQL
+    text over a memories row aliased ``m``."""
+    m = aliased(Memory, name="m")
+    expr = strength_of(m, now=func.now(), half_life_days=half_life_days)
+    return str(expr.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}))
 
 
 async def _update_returning(s: AsyncSession, sql: str, params: dict[str, Any]) -> list[Memory]:

@@ -349,3 +349,16 @@ async def touch(s: AsyncSession, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID])
         .values(access_count=Memory.access_count + 1, last_accessed_at=func.now()),
         execution_options={"synchronize_session": False},
     )
+
+
+def strength_of(m: Any, *, now: Any, half_life_days: float) -> Any:
+    """A memory's strength (docs/workers.md, "Decay"): recency halves every half-life since its last
+    recall (else its creation), recall multiplies it by 1 + ln(1 + access_count), importance by
+    0.5 + importance (the default 0.5 leaves it as is). Decay archives below a threshold; search
+    ranks by it. ``m`` is the Memory entity or an alias of it."""
+    age_s = func.extract("epoch", now - func.coalesce(m.last_accessed_at, m.created_at))
+    return (
+        func.power(0.5, func.greatest(age_s, 0.0) / 86400.0 / half_life_days)
+        * (1 + func.ln(1 + m.access_count))
+        * (0.5 + m.importance)
+    )

@@ -1,6 +1,7 @@
 """Hybrid search: dense (pgvector HNSW, cosine) and lexical (full text) candidates, ranked again by
-signals (recency, importance, access, intent match, time cues) and fused by weighted reciprocal
-rank, all in one SQL statement inside the caller's tenant transaction.
+signals (recency, importance, access, strength, intent match, entities named, time cues) and fused
+by weighted reciprocal rank or weighted relative scores, all in one SQL statement inside the
+caller's tenant transaction.
 
 ``candidates -> signals -> fusion -> results with explanations and metrics``. Signals only rank
 the candidates that retrieval found: they reorder, they never add or remove a result.
@@ -8,16 +9,18 @@ the candidates that retrieval found: they reorder, they never add or remove a re
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Float, Integer, Text, and_, case, cast, func, literal, select, text, tuple_, union_all
+from sqlalchemy import Float, Integer, Text, and_, case, cast, func, literal, or_, select, text, tuple_, union_all
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.entities.models import Entity, MemoryEntity, Relation
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
@@ -49,6 +52,7 @@ class SearchOutcome:
     matched_by: dict[str, int] = field(default_factory=dict)
     candidates: dict[str, int] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
+    fusion: str = "rrf"
     timings_ms: dict[str, float] = field(default_factory=dict)
     backend_failures: list[str] = field(default_factory=list)
 
@@ -130,6 +134,70 @@ async def fused_candidates(
     )
 
 
+@dataclass(frozen=True)
+class NamedEntities:
+    """Entities the query names (graph distance 0) and those one relation away (distance 1)."""
+
+    named: tuple[uuid.UUID, ...] = ()
+    related: tuple[uuid.UUID, ...] = ()
+    names: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.named or self.related)
+
+
+def query_grams(query: str, longest: int = 4) -> list[str]:
+    """Every run of one to ``longest`` words of the query, lower-cased, punctuation as spaces: the
+    strings an entity name or alias is compared with."""
+    words = re.sub(r"[^\w]+", " ", query.lower()).split()
+    return sorted({" ".join(words[i : i + n]) for n in range(1, longest + 1) for i in range(len(words) - n + 1)})
+
+
+def _normalised_name(col):  # type: ignore[no-untyped-def]
+    return func.btrim(func.regexp_replace(func.lower(col), r"[^[:alnum:]_]+", " ", "g"))
+
+
+async def entities_named(
+    s: AsyncSession, *, tenant_id: uuid.UUID, namespace_id: uuid.UUID, query: str, at: datetime
+) -> NamedEntities:
+    """The namespace's entities whose name or an alias the query says as whole words, and the
+    entities related to them by a relation valid at ``at``."""
+    grams = query_grams(query)
+    if not grams:
+        return NamedEntities()
+    alias = func.unnest(Entity.aliases).column_valued("alias")
+    said = or_(
+        _normalised_name(Entity.name).in_(grams),
+        select(literal(1)).where(_normalised_name(alias).in_(grams)).exists(),
+    )
+    found = (
+        await s.execute(
+            select(Entity.id, Entity.name)
+            .where(Entity.tenant_id == tenant_id, Entity.namespace_id == namespace_id, said)
+            .order_by(Entity.name)
+        )
+    ).all()
+    named = tuple(e.id for e in found)
+    if not named:
+        return NamedEntities()
+    holds = and_(
+        or_(Relation.valid_from.is_(None), Relation.valid_from <= at),
+        or_(Relation.valid_to.is_(None), Relation.valid_to > at),
+    )
+    ends = (
+        await s.execute(
+            select(Relation.source_id, Relation.target_id).where(
+                Relation.tenant_id == tenant_id,
+                Relation.namespace_id == namespace_id,
+                or_(Relation.source_id.in_(named), Relation.target_id.in_(named)),
+                holds,
+            )
+        )
+    ).all()
+    related = {e for pair in ends for e in pair} - set(named)
+    return NamedEntities(named=named, related=tuple(sorted(related)), names=tuple(e.name for e in found))
+
+
 async def hybrid_search(
     s: AsyncSession,
     *,
@@ -143,13 +211,21 @@ async def hybrid_search(
     candidates: int,
     head: int = 10,
     weights: dict[str, float] | None = None,
+    fusion: str = "rrf",
     cues: QueryCues | None = None,
+    entities: NamedEntities | None = None,
     reference_time: datetime | None = None,
     half_life_days: float = 30.0,
+    strength_half_life_days: float = 30.0,
 ) -> SearchOutcome:
+    """``fusion="rrf"``: weighted reciprocal rank; the priors (recency, importance, access,
+    strength) and the order cue rank only the retrieval head, cues (intent, graph, time window)
+    rank every candidate they match. ``fusion="weighted"``: the weighted mean of each channel's
+    value scaled to 0..1 over the candidates (relative score fusion)."""
     started = time.perf_counter()
     where = memories_repo.read_conditions(tenant_id, namespace_id, filters)
     cues = cues or QueryCues()
+    entities = entities or NamedEntities()
     ref = reference_time or datetime.now(UTC)
     half_life_s = half_life_days * 86400.0
     # Channels take part when they have weight and something to say for this query.
@@ -160,7 +236,9 @@ async def hybrid_search(
         "recency": True,
         "importance": True,
         "access": True,
+        "strength": True,
         "intent": cues.intent is not None,
+        "graph": bool(entities),
         "time": cues.window is not None or cues.order is not None,
     }
     used = {name: w.get(name, 0.0) for name, on in active.items() if on and w.get(name, 0.0) > 0}
@@ -181,10 +259,31 @@ async def hybrid_search(
     access = func.ln(1 + Memory.access_count) * func.coalesce(
         _decay(func.extract("epoch", literal(ref) - Memory.last_accessed_at), half_life_s), 0.0
     )
+    strength = memories_repo.strength_of(Memory, now=literal(ref), half_life_days=strength_half_life_days)
     if cues.intent is not None:
         intent_value = case((Memory.type == cues.intent, 1.0), else_=0.0)
     else:
         intent_value = cast(literal(None), Float)
+    if entities:
+        link = (
+            select(
+                func.max(
+                    case(
+                        (MemoryEntity.entity_id.in_(entities.named or [uuid.UUID(int=0)]), 1.0),
+                        else_=0.5,
+                    )
+                )
+            )
+            .where(
+                MemoryEntity.tenant_id == Memory.tenant_id,
+                MemoryEntity.memory_id == Memory.id,
+                MemoryEntity.entity_id.in_([*entities.named, *entities.related]),
+            )
+            .scalar_subquery()
+        )
+        graph_value = func.coalesce(link, 0.0)
+    else:
+        graph_value = cast(literal(None), Float)
     if cues.window is not None:
         start, end = cues.window
         time_value = case((and_(at >= start, at < end), 1.0), else_=0.0)
@@ -205,7 +304,9 @@ async def hybrid_search(
             recency.label("recency"),
             importance.label("importance"),
             access.label("access"),
+            strength.label("strength"),
             intent_value.label("intent"),
+            graph_value.label("graph"),
             time_value.label("time"),
             func.count(fused.c.dense_rank).over().label("n_dense"),
             func.count(fused.c.lexical_rank).over().label("n_lexical"),
@@ -217,9 +318,13 @@ async def hybrid_search(
     )
     # Where each candidate stands on retrieval alone: the priors and the order cue rank only the
     # retrieval head, so they reorder what retrieval found relevant instead of pulling an old or
-    # merely recent candidate up from far down the list. Window and intent matches count anywhere.
+    # merely recent candidate up from far down the list. Window, intent and graph matches count
+    # anywhere.
     headed = select(
-        signals.c, func.row_number().over(order_by=(signals.c.retrieval.desc(), signals.c.id)).label("head_pos")
+        signals.c,
+        func.row_number().over(order_by=(signals.c.retrieval.desc(), signals.c.id)).label("head_pos"),
+        # Strength is unbounded: bucket it relative to the strongest candidate.
+        (signals.c.strength / func.nullif(func.max(signals.c.strength).over(), 0)).label("strength_unit"),
     ).subquery("headed")
     sg = headed.c
     in_head = sg.head_pos <= head
@@ -230,7 +335,13 @@ async def hybrid_search(
     def bucket(col):  # type: ignore[no-untyped-def]
         return func.round(col * BUCKETS).desc()
 
+    def match_rank(col):  # type: ignore[no-untyped-def]
+        # Stronger matches first (a named entity before a related one); no match, no rank.
+        matched = col > 0
+        return case((matched, func.dense_rank().over(partition_by=matched, order_by=col.desc())), else_=None)
+
     intent_rank = case((sg.intent == 1.0, 1), else_=None) if cues.intent is not None else cast(literal(None), Integer)
+    graph_rank = match_rank(sg.graph) if entities else cast(literal(None), Integer)
     if cues.window is not None:
         time_rank = case((sg.time == 1.0, 1), else_=None)
     elif cues.order == "newest":
@@ -239,13 +350,29 @@ async def hybrid_search(
         time_rank = head_rank(sg.time.asc())
     else:
         time_rank = cast(literal(None), Integer)
+
+    # Relative scores for weighted fusion: each channel's value scaled to 0..1 over the candidates.
+    def relative(col, *, invert: bool = False):  # type: ignore[no-untyped-def]
+        lo, hi = func.min(col).over(), func.max(col).over()
+        spread = func.nullif(hi - lo, 0)
+        scaled = ((hi - col) if invert else (col - lo)) / spread
+        # All equal: every candidate gets the full value (nothing to tell them apart).
+        return func.coalesce(case((col.is_(None), None), else_=func.coalesce(scaled, 1.0)), 0.0)
+
     ranked = select(
         sg,
         head_rank(bucket(sg.recency)).label("recency_rank"),
         head_rank(bucket(sg.importance)).label("importance_rank"),
         head_rank(bucket(sg.access)).label("access_rank"),
+        head_rank(bucket(sg.strength_unit)).label("strength_rank"),
         intent_rank.label("intent_rank"),
+        graph_rank.label("graph_rank"),
         time_rank.label("time_rank"),
+        relative(sg.cosine).label("dense_rel"),
+        relative(sg.lex_score).label("lexical_rel"),
+        relative(sg.access).label("access_rel"),
+        relative(sg.strength).label("strength_rel"),
+        relative(sg.time, invert=cues.order == "oldest").label("time_rel"),
     ).subquery("ranked")
     rc = ranked.c
     rank_col = {
@@ -254,7 +381,9 @@ async def hybrid_search(
         "recency": rc.recency_rank,
         "importance": rc.importance_rank,
         "access": rc.access_rank,
+        "strength": rc.strength_rank,
         "intent": rc.intent_rank,
+        "graph": rc.graph_rank,
         "time": rc.time_rank,
     }
     value_col = {
@@ -263,24 +392,43 @@ async def hybrid_search(
         "recency": rc.recency,
         "importance": rc.importance,
         "access": rc.access,
+        "strength": rc.strength,
         "intent": rc.intent,
+        "graph": rc.graph,
         "time": rc.time,
     }
-    rrf = cast(literal(0.0), Float)
-    for name, weight in used.items():
-        rrf = rrf + func.coalesce(weight / (RRF_K + rank_col[name]), 0.0)
+    # Values already within 0..1 (recency, importance, intent, graph, a window match) count as
+    # they are; unbounded ones are scaled over the candidates.
+    unit_col = {
+        "dense": rc.dense_rel,
+        "lexical": rc.lexical_rel,
+        "recency": rc.recency,
+        "importance": rc.importance,
+        "access": rc.access_rel,
+        "strength": rc.strength_rel,
+        "intent": rc.intent,
+        "graph": rc.graph,
+        "time": rc.time if cues.window is not None else rc.time_rel,
+    }
+    fused_score = cast(literal(0.0), Float)
+    if fusion == "weighted":
+        for name, weight in used.items():
+            fused_score = fused_score + weight * func.coalesce(unit_col[name], 0.0)
+        best_possible = sum(used.values()) or 1.0
+    else:
+        for name, weight in used.items():
+            fused_score = fused_score + func.coalesce(weight / (RRF_K + rank_col[name]), 0.0)
+        # Normalised so that rank 1 in every channel that counted scores 1.0: scores read the
+        # same across requests whatever the weights.
+        best_possible = sum(used.values()) / (RRF_K + 1) if used else 1.0
 
     stmt = (
-        select(Memory, rrf.label("rrf"), ranked)
+        select(Memory, fused_score.label("fused_score"), ranked)
         .join(ranked, (Memory.id == ranked.c.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
-        .order_by(rrf.desc(), Memory.id)
+        .order_by(fused_score.desc(), Memory.id)
         .limit(limit)
     )
     rows = (await s.execute(stmt)).all()
-    # Normalise so that rank 1 in every channel that counted scores 1.0: scores read the same
-    # across requests whatever the weights.
-    best = sum(used.values())
-    best_possible = best / (RRF_K + 1) if best > 0 else 1.0
     hits = []
     n_dense = n_lexical = 0
     for row in rows:
@@ -297,7 +445,7 @@ async def hybrid_search(
         hits.append(
             Hit(
                 memory=m,
-                score=round(float(r["rrf"]) / best_possible, 6),
+                score=round(float(r["fused_score"]) / best_possible, 6),
                 semantic_relevance=None if r["cosine"] is None else round(float(r["cosine"]), 6),
                 dense_rank=r["dense_rank"],
                 lexical_rank=r["lexical_rank"],
@@ -315,6 +463,7 @@ async def hybrid_search(
         # The window counts run over every candidate, so any returned row carries them.
         candidates={"dense": n_dense, "lexical": n_lexical},
         weights=used,
+        fusion=fusion,
         timings_ms={"sql": round(elapsed, 2)},
     )
 

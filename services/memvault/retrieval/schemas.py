@@ -7,7 +7,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from memvault.memories.schemas import MemoryFilters, MemoryOut, Timestamp, no_nul
 
 # Fusion channels: two retrieve candidates (dense, lexical); the rest rank those candidates.
-CHANNELS = ("dense", "lexical", "recency", "importance", "access", "intent", "time")
+CHANNELS = ("dense", "lexical", "recency", "importance", "access", "strength", "intent", "graph", "time")
 # Checked on the LoCoMo benchmark (docs/benchmarks.md): retrieval stays dominant; the priors only
 # reorder the retrieval head; cues count only when the query has one.
 # Recency, importance and access are off by default: on LoCoMo (no dates, default importance)
@@ -19,7 +19,9 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     "recency": 0.0,
     "importance": 0.0,
     "access": 0.0,
+    "strength": 0.0,
     "intent": 0.5,
+    "graph": 0.5,
     "time": 2.0,
 }
 
@@ -54,6 +56,11 @@ class SearchIn(BaseModel):
         default=None,
         description=f"Per-channel fusion weights (0..10) over the defaults {DEFAULT_WEIGHTS}; 0 turns one off.",
     )
+    fusion: Fusion | None = Field(
+        default=None,
+        description="`rrf` (weighted reciprocal rank, the default) or `weighted` (weighted mean of each "
+        "channel's value scaled to 0..1 over the candidates). Default: the namespace's setting, else `rrf`.",
+    )
     reference_time: Timestamp = Field(
         default=None, description='What "now" is for time cues such as "yesterday" or "last week"; default: now.'
     )
@@ -69,8 +76,9 @@ class SearchIn(BaseModel):
     def _known_weights(cls, v: dict[str, float] | None) -> dict[str, float] | None:
         return check_weights(v)
 
-    def effective_weights(self) -> dict[str, float]:
-        return {**DEFAULT_WEIGHTS, **(self.weights or {})}
+    def effective_weights(self, namespace_weights: dict[str, float] | None = None) -> dict[str, float]:
+        """Service defaults, then the namespace's, then the request's."""
+        return {**DEFAULT_WEIGHTS, **(namespace_weights or {}), **(self.weights or {})}
 
     @model_validator(mode="after")
     def _time_into_filters(self) -> SearchIn:
@@ -119,7 +127,10 @@ class SearchMetrics(BaseModel):
     min_score_applied: bool
     candidates: dict[str, int] = Field(default_factory=dict, description="Candidates each retrieval channel produced.")
     weights: dict[str, float] = Field(default_factory=dict, description="The fusion weights of the channels used.")
-    cues: dict[str, str] = Field(default_factory=dict, description="Intent and time cues read from the query.")
+    fusion: str = Field(default="rrf", description="How the channels were fused: `rrf` or `weighted`.")
+    cues: dict[str, str] = Field(
+        default_factory=dict, description="Intent, time cues and entities (names, comma-separated) read from the query."
+    )
 
 
 class SearchOut(BaseModel):
