@@ -87,6 +87,9 @@ def settings(pg_urls: DatabaseUrls, redis_url: str, tmp_path_factory: pytest.Tem
         redis_url=redis_url,
         data_dir=Path(tmp_path_factory.mktemp("data")),
         max_body_bytes=1_000_000,
+        # In-process apps made from these settings would otherwise tick every minute and run other
+        # tests' schedules; tests/jobs/test_schedule.py turns the scheduler on where it tests it.
+        scheduler_interval_s=0,
     )
 
 

@@ -46,7 +46,17 @@ from memvault.principal import OPERATOR, Principal
 from memvault.retrieval.context import ContextIn, ContextOut, pack
 from memvault.retrieval.cues import analyse
 from memvault.retrieval.hybrid import NamedEntities, entities_named, hybrid_search, neighbours_of
-from memvault.retrieval.schemas import ChannelSignal, SearchIn, SearchMetrics, SearchOut, SearchResult, Signals
+from memvault.retrieval.lexical import query_lexemes
+from memvault.retrieval.schemas import (
+    DEFAULT_FUSION,
+    ChannelSignal,
+    SearchIn,
+    SearchMetrics,
+    SearchOut,
+    SearchResult,
+    Signals,
+)
+from memvault.retrieval.stages import SecondStage
 from memvault.tenants import service as tenants_service
 from memvault.traces.service import TraceOps
 
@@ -346,6 +356,11 @@ class NamespaceAPI(
             log.warning("query embedding failed; serving lexical results only", exc_info=True)
             qvec, failures = None, ["embedding"]
         embed_ms = (time.perf_counter() - started) * 1000
+        second = SecondStage(
+            self._reranker, self._rewriter, self._settings.rerank_candidates, rerank=req.rerank, rewrite=req.rewrite
+        )
+        # The rewrite changes only the dense channel's vector: the lexical channel keeps the user's words.
+        qvec = await second.query_vector(req.query, qvec, self._embedder)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
             # Rows of another model are invisible to the dense channel until re-embedded: say so.
@@ -367,6 +382,10 @@ class NamespaceAPI(
                 if weights.get("graph", 0) > 0
                 else NamedEntities()
             )
+            terms = None
+            if self._settings.search_lexical == "bm25":
+                lexemes = await query_lexemes(tx.session, req.query)
+                terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, lexemes)
             outcome = await hybrid_search(
                 tx.session,
                 tenant_id=p.tenant_id,
@@ -375,21 +394,23 @@ class NamespaceAPI(
                 query_vector=qvec,
                 model_id=self._embedder.model_id,
                 filters=req.filters,
-                limit=req.limit,
+                limit=second.fetch(req.limit),
                 candidates=max(50, req.limit * 5),
                 head=max(10, req.limit),
                 weights=weights,
-                fusion=req.fusion or defaults.fusion or "rrf",
+                fusion=req.fusion or defaults.fusion or DEFAULT_FUSION,
                 cues=cues,
                 entities=entities,
                 reference_time=req.reference_time,
                 half_life_days=self._settings.search_recency_half_life_days,
                 strength_half_life_days=self._settings.decay_half_life_days,
+                terms=terms,
             )
             hits = outcome.hits
             min_score_applied = req.min_score is not None and qvec is not None
             if min_score_applied:
                 hits = [h for h in hits if (h.semantic_relevance or 0.0) >= req.min_score]  # type: ignore[operator]
+            hits = await second.rerank_hits(req.query, hits, req.limit)
             neighbours: dict[uuid.UUID, list[Memory]] = {}
             neighbours_started = time.perf_counter()
             if req.neighbours:
@@ -424,15 +445,17 @@ class NamespaceAPI(
                     "embed": round(embed_ms, 2),
                     **outcome.timings_ms,
                     **({"neighbours": round(neighbours_ms, 2)} if req.neighbours else {}),
+                    **second.timings_ms,
                     "total": round((time.perf_counter() - started) * 1000, 2),
                 },
-                matched_by=outcome.matched_by,
-                backend_failures=failures + outcome.backend_failures,
+                matched_by=second.matched_by(outcome.matched_by, hits),
+                backend_failures=failures + outcome.backend_failures + second.failures,
                 min_score_applied=min_score_applied,
                 candidates=outcome.candidates,
                 weights=outcome.weights,
                 fusion=outcome.fusion,
                 cues={**cues.describe(), **({"entities": ", ".join(entities.names)} if entities.names else {})},
+                stages=second.stages,
             ),
         )
 

@@ -4,6 +4,7 @@ embedder and the NamespaceAPI facade that every router calls."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,6 +27,7 @@ from memvault.gateway import idempotency, problems
 from memvault.gateway.middleware import BodyLimitMiddleware, RequestIdMiddleware
 from memvault.jobs.dispatch import start_dispatcher
 from memvault.jobs.router import router as jobs_router
+from memvault.jobs.schedule import run_in_process
 from memvault.keys.router import router as keys_router
 from memvault.maintenance.router import router as maintenance_router
 from memvault.mcp import http as mcp_http
@@ -36,6 +38,8 @@ from memvault.namespaces.router import router as namespaces_router
 from memvault.oauth.router import router as oauth_router
 from memvault.oauth.router import users_router
 from memvault.portability.router import router as portability_router
+from memvault.retrieval.rerank import Reranker, build_reranker
+from memvault.retrieval.rewrite import QueryRewriter, build_rewriter
 from memvault.runtime import database_urls
 from memvault.status.router import router as status_router
 from memvault.traces.router import router as traces_router
@@ -48,12 +52,19 @@ def create_app(
     *,
     urls: DatabaseUrls | None = None,
     embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
+    rewriter: QueryRewriter | None = None,
 ) -> FastAPI:
-    """Build the app. ``urls`` and ``embedder`` default to what settings name; tests pass shared ones."""
+    """Build the app. ``urls``, ``embedder``, ``reranker`` and ``rewriter`` default to what settings
+    name; tests pass shared ones."""
     settings = settings or Settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # First: a misconfigured second stage (http without a base URL) stops the start before
+        # anything is opened.
+        rr = reranker or build_reranker(settings)
+        rw = rewriter or build_rewriter(settings)
         db = Database(urls or database_urls(settings), pool_size=settings.db_pool_size)
         emb = embedder or build_embedder(settings)
         load = getattr(emb, "load", None)
@@ -64,19 +75,39 @@ def create_app(
             from redis.asyncio import Redis
 
             redis = Redis.from_url(settings.redis_url)
+        reranker_load = getattr(rr, "load", None)
+        if reranker_load is not None:
+            try:
+                await asyncio.to_thread(reranker_load)
+            except Exception:
+                # Best effort like the stage itself: searches report rerank "failed" and serve the
+                # first-stage order rather than the server refusing to start.
+                log.exception("could not load the reranker; searches will report it failed")
         jobs = await start_dispatcher(settings, db, emb)
-        app.state.api = NamespaceAPI(db, emb, settings, redis=redis, jobs=jobs)
+        app.state.api = NamespaceAPI(db, emb, settings, redis=redis, jobs=jobs, reranker=rr, rewriter=rw)
         app.state.settings = settings
+        # With Redis, periodic maintenance is `memvault scheduler`'s (RQ cron); without, this process's.
+        ticks: asyncio.Task[None] | None = None
+        if not settings.redis_url and settings.scheduler_interval_s > 0:
+            ticks = asyncio.create_task(run_in_process(app.state.api, settings.scheduler_interval_s))
         try:
             # The MCP session manager's task group serves /mcp requests for the app's lifetime.
             async with mcp_server.session_manager.run():
                 yield
         finally:
+            if ticks is not None:
+                ticks.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ticks
             await jobs.aclose()
             if redis is not None:
                 await redis.aclose()
             if embedder is None:
                 await emb.aclose()
+            if reranker is None and rr is not None:
+                await rr.aclose()
+            if rewriter is None and rw is not None:
+                await rw.aclose()
             await db.dispose()
 
     app = FastAPI(

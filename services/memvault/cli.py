@@ -1,4 +1,4 @@
-"""The `memvault` command: serve, worker, migrate, admin."""
+"""The `memvault` command: serve, worker, scheduler, migrate, mcp, admin."""
 
 from __future__ import annotations
 
@@ -117,6 +117,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
         print(f"unknown queue(s): {', '.join(sorted(unknown))}; known: {', '.join(QUEUES)}", file=sys.stderr)
         return 2
     serve_worker(settings, args.queues or QUEUES)
+    return 0
+
+
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    _logging(settings)
+    if not settings.redis_url:
+        print(
+            "memvault scheduler needs MEMVAULT_REDIS_URL; without Redis, `memvault serve` runs periodic maintenance.",
+            file=sys.stderr,
+        )
+        return 2
+    if settings.scheduler_interval_s <= 0:
+        print("periodic maintenance is off (MEMVAULT_SCHEDULER_INTERVAL_S=0); nothing to schedule.", file=sys.stderr)
+        return 2
+    from memvault.jobs.schedule import serve_scheduler
+
+    serve_scheduler(settings)
     return 0
 
 
@@ -292,6 +310,12 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run background jobs from Redis (needs MEMVAULT_REDIS_URL)")
     worker.add_argument("--queues", nargs="*", help="queues to listen on (default: all)")
     worker.set_defaults(func=cmd_worker)
+
+    scheduler = sub.add_parser(
+        "scheduler",
+        help="queue periodic namespace maintenance with RQ's cron (needs MEMVAULT_REDIS_URL; run one)",
+    )
+    scheduler.set_defaults(func=cmd_scheduler)
 
     mcp = sub.add_parser(
         "mcp", help="serve the MCP tools over stdio: locally, or bridged to a remote memvault with --url"

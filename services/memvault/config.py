@@ -38,6 +38,15 @@ class Settings(BaseSettings):
     job_recover_on_start: bool = Field(
         default=True, description="Re-dispatch jobs a stopped server or worker left queued or running."
     )
+    job_cancel_poll_s: float = Field(
+        default=1.0, gt=0, description="How often a running job checks whether it was cancelled."
+    )
+    scheduler_interval_s: int = Field(
+        default=60,
+        ge=0,
+        description="Seconds between two checks for namespaces whose periodic maintenance is due "
+        "(`memvault scheduler` with Redis, else inside `memvault serve`). 0: no periodic maintenance.",
+    )
     extractor: Literal["rules", "llm"] = Field(
         default="rules", description="Memory extraction from events: local rules, or an OpenAI-compatible LLM."
     )
@@ -58,8 +67,41 @@ class Settings(BaseSettings):
     promote_min_mentions: int = Field(default=2, ge=1, description="Mentions that promote a tentative memory.")
     promote_min_accesses: int = Field(default=3, ge=1, description="Recalls that promote a tentative memory.")
     # Search (docs/api.md, "Search").
+    search_lexical: Literal["bm25", "ts_rank_cd"] = Field(
+        default="bm25",
+        description="Lexical ranking: BM25 over per-namespace word frequencies, or PostgreSQL's ts_rank_cd.",
+    )
     search_recency_half_life_days: float = Field(
         default=30.0, gt=0, description="Age at which a memory's recency signal in search halves."
+    )
+    # Second stage of search (docs/api.md, "Second stage"): best effort, off by default.
+    rerank_provider: Literal["none", "cross-encoder", "http"] = Field(
+        default="none",
+        description="Reranker of the top fused hits: a local sentence-transformers cross-encoder, "
+        "or a Cohere/Jina-style POST /rerank server.",
+    )
+    rerank_model: str = Field(
+        default="cross-encoder/ms-marco-MiniLM-L6-v2",
+        description="Cross-encoder model name or local path, or the rerank server's model id.",
+    )
+    rerank_base_url: str | None = Field(default=None, description="Rerank API base (http provider); required there.")
+    rerank_api_key: SecretStr | None = Field(default=None, description="Bearer key for the rerank API.")
+    rerank_timeout_s: float = Field(
+        default=5.0, gt=0, description="One rerank call; slower serves the first-stage order."
+    )
+    rerank_candidates: int = Field(
+        default=30, ge=1, le=500, description="How many of the top fused hits the reranker scores."
+    )
+    rewrite_provider: Literal["none", "hyde"] = Field(
+        default="none",
+        description="Query rewrite: `hyde` asks an OpenAI-compatible chat model for a hypothetical "
+        "answer that the dense channel searches with too.",
+    )
+    rewrite_base_url: str = Field(default="https://api.openai.com/v1", description="OpenAI-compatible chat API.")
+    rewrite_model: str = Field(default="gpt-4o-mini", description="Chat model that writes the hypothetical answer.")
+    rewrite_api_key: SecretStr | None = Field(default=None, description="Bearer key for the rewrite API.")
+    rewrite_timeout_s: float = Field(
+        default=5.0, gt=0, description="One rewrite call; slower searches with the query alone."
     )
 
     # Embeddings.

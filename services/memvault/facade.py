@@ -19,6 +19,9 @@ from memvault.errors import NotFound
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.principal import Principal
+from memvault.retrieval.lexical import TermStatsCache
+from memvault.retrieval.rerank import Reranker
+from memvault.retrieval.rewrite import QueryRewriter
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +37,20 @@ class JobDispatcher(Protocol):
 
     async def dispatch(self, tenant_id: uuid.UUID, job_id: uuid.UUID, kind: str) -> None: ...
 
+    async def cancel(self, job_id: uuid.UUID) -> None:
+        """Drop a job cancelled while queued from its queue, where there is one. Only tidiness: a
+        runner that reaches it anyway finds it cancelled in PostgreSQL and skips it."""
+        ...
+
 
 class HoldingDispatcher:
     """Leaves committed jobs queued in PostgreSQL for a worker to claim."""
 
     async def dispatch(self, tenant_id: uuid.UUID, job_id: uuid.UUID, kind: str) -> None:
         log.info("job %s (%s) queued for tenant %s", job_id, kind, tenant_id)
+
+    async def cancel(self, job_id: uuid.UUID) -> None:
+        return None
 
 
 class FacadeBase:
@@ -50,12 +61,20 @@ class FacadeBase:
         settings: Settings,
         redis: Any = None,
         jobs: JobDispatcher | None = None,
+        *,
+        reranker: Reranker | None = None,
+        rewriter: QueryRewriter | None = None,
     ) -> None:
         self._db = db
         self._embedder = embedder
         self._settings = settings
         self._redis = redis
         self._jobs: JobDispatcher = jobs or HoldingDispatcher()
+        # The optional second stage of search (retrieval/stages.py); None = not configured.
+        self._reranker = reranker
+        self._rewriter = rewriter
+        # Word frequencies per namespace for the lexical channel's BM25 (retrieval/lexical.py).
+        self._term_stats = TermStatsCache()
 
     async def _namespace(self, tx: TenantTx, p: Principal, name: str) -> Namespace:
         ns = await ns_repo.by_name(tx.session, p.tenant_id, name)

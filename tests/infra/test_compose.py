@@ -39,7 +39,7 @@ INITDB = ROOT / "infra" / "docker" / "initdb"
 SCHEMA = Path(__file__).with_name("compose-spec.json")
 SCHEMA_SHA256 = "0dc04bd346dcfee1b1419628fff79937bbf076925f298f272a2b490e2b112bac"
 
-MEMVAULT_SERVICES = ("migrate", "api", "worker")
+MEMVAULT_SERVICES = ("migrate", "api", "worker", "scheduler")
 SETTINGS_VARS = {f"MEMVAULT_{name.upper()}" for name in Settings.model_fields}
 INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::?-([^}]*))?\}")
 
@@ -101,11 +101,12 @@ class TestSchema:
 
 class TestStructure:
     def test_the_stack(self, services: dict[str, dict[str, Any]]) -> None:
-        assert set(services) == {"postgres", "redis", "migrate", "api", "worker"}
+        assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "scheduler"}
         assert services["postgres"]["image"] == "pgvector/pgvector:pg17"
         assert services["redis"]["image"] == "redis:7-alpine"
         assert services["api"]["command"][0] == "serve"
         assert services["worker"]["command"] == ["worker"]
+        assert services["scheduler"]["command"] == ["scheduler"]
         assert services["migrate"]["command"] == ["migrate"]
         assert services["migrate"].get("restart") == "no"
 
@@ -152,7 +153,7 @@ class TestStructure:
 
     def test_start_order_is_gated_on_health_and_migration(self, services: dict[str, dict[str, Any]]) -> None:
         assert depends_on(services["migrate"]) == {"postgres": "service_healthy"}
-        for name in ("api", "worker"):
+        for name in ("api", "worker", "scheduler"):
             assert depends_on(services[name]) == {
                 "postgres": "service_healthy",
                 "redis": "service_healthy",
@@ -160,7 +161,7 @@ class TestStructure:
             }, name
 
     def test_containers_without_http_do_not_inherit_the_http_probe(self, services: dict[str, dict[str, Any]]) -> None:
-        for name in ("migrate", "worker"):
+        for name in ("migrate", "worker", "scheduler"):
             assert services[name]["healthcheck"] == {"disable": True}, name
 
     def test_app_url_is_the_app_role_not_the_superuser(self, services: dict[str, dict[str, Any]]) -> None:

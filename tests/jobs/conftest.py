@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -10,6 +11,7 @@ from memvault.app import create_app
 from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
+from tests.jobs.helpers import Worker
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +43,12 @@ async def inproc(inproc_app: object) -> AsyncIterator[httpx.AsyncClient]:
     transport = httpx.ASGITransport(app=inproc_app)  # type: ignore[arg-type]
     async with httpx.AsyncClient(transport=transport, base_url="http://memvault.test") as c:
         yield c
+
+
+@pytest.fixture
+def workers(settings: Settings, redis_url: str, tmp_path: Path) -> Iterator[list[Worker]]:
+    """`memvault` processes a test starts (helpers.start); stopped with SIGTERM when it ends."""
+    started: list[Worker] = []
+    yield started
+    for w in started:
+        w.stop()

@@ -1,15 +1,22 @@
-"""Shared by the job tests: an app running jobs in-process, and waiting for a job to end."""
+"""Shared by the job tests: waiting for a job to end, reading a namespace's memories, and
+`memvault` worker and scheduler processes."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from memvault.api import NamespaceAPI
+from memvault.config import Settings
 from memvault.memories.schemas import MemoryFilters, MemoryOut, MemoryState
 from memvault.principal import Principal
 
@@ -46,3 +53,64 @@ async def all_memories(api: NamespaceAPI, p: Principal, ns: str = "default") -> 
 
 def new_id() -> str:
     return uuid.uuid4().hex[:8]
+
+
+class Worker:
+    """`memvault worker` (or another command, e.g. `scheduler`) as a child process in its own
+    process group, its output in a file."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        redis_url: str,
+        log: Path,
+        *,
+        recover: bool,
+        command: str = "worker",
+        env: dict[str, str] | None = None,
+    ) -> None:
+        env = {
+            **os.environ,
+            "MEMVAULT_DATABASE_URL": settings.database_url or "",
+            "MEMVAULT_REDIS_URL": redis_url,
+            "MEMVAULT_JOB_RECOVER_ON_START": "true" if recover else "false",
+            "MEMVAULT_LOG_LEVEL": "INFO",
+            "HF_HUB_OFFLINE": "1",
+            **(env or {}),
+        }
+        self.log = log
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "memvault.cli", command],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def kill(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def start(
+    workers: list[Worker],
+    settings: Settings,
+    redis_url: str,
+    tmp_path: Path,
+    *,
+    recover: bool,
+    command: str = "worker",
+    env: dict[str, str] | None = None,
+) -> Worker:
+    w = Worker(settings, redis_url, tmp_path / f"{command}.log", recover=recover, command=command, env=env)
+    workers.append(w)
+    return w

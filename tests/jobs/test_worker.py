@@ -4,26 +4,20 @@ worker killed with SIGKILL mid-job leaves a job that the next worker completes e
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-import pytest
 
 from memvault.api import NamespaceAPI
 from memvault.config import Settings
 from memvault.extraction.base import EventText
 from memvault.extraction.rules import RuleExtractor
 from tests.conftest import Tenant
-from tests.jobs.helpers import all_memories, new_id, wait_for_job
+from tests.jobs.helpers import Worker, all_memories, new_id, start, wait_for_job
 from tests.jobs.test_tasks import CONVERSATION, SAID_AT, events_body, ingest
 
 NAMES = ["Ana", "Kenji", "Priya", "Tomas", "Lena", "Omar", "Sofia", "Yusuf", "Mei", "Jonas"]
@@ -35,55 +29,6 @@ def long_conversation(n: int = 500) -> list[tuple[str, str]]:
         ("user", f"I visited {CITIES[i % 10]} with my friend {NAMES[(i // 10) % 10]} on trip number {i}.")
         for i in range(n)
     ]
-
-
-class Worker:
-    """`memvault worker` as a child process in its own process group, its output in a file."""
-
-    def __init__(self, settings: Settings, redis_url: str, log: Path, *, recover: bool) -> None:
-        env = {
-            **os.environ,
-            "MEMVAULT_DATABASE_URL": settings.database_url or "",
-            "MEMVAULT_REDIS_URL": redis_url,
-            "MEMVAULT_JOB_RECOVER_ON_START": "true" if recover else "false",
-            "MEMVAULT_LOG_LEVEL": "INFO",
-            "HF_HUB_OFFLINE": "1",
-        }
-        self.log = log
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "memvault.cli", "worker"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def kill(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-@pytest.fixture
-def workers(settings: Settings, redis_url: str, tmp_path: Path) -> Iterator[list[Worker]]:
-    started: list[Worker] = []
-    yield started
-    for w in started:
-        w.stop()
-
-
-def start(workers: list[Worker], settings: Settings, redis_url: str, tmp_path: Path, *, recover: bool) -> Worker:
-    w = Worker(settings, redis_url, tmp_path / "worker.log", recover=recover)
-    workers.append(w)
-    return w
 
 
 async def expected_contents(messages: list[tuple[str, str]]) -> set[str]:

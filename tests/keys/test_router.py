@@ -103,6 +103,7 @@ REQUIRED_SCOPE = {
     ("DELETE", "/v1/keys/{key_id}"): "admin",
     ("GET", "/v1/audit"): "admin",
     ("GET", "/v1/jobs/{job_id}"): "read",
+    ("POST", "/v1/jobs/{job_id}/cancel"): "write",
     ("POST", "/v1/namespaces/{ns}/organize"): "write",
     ("POST", "/v1/users"): "admin",
     ("GET", "/v1/users"): "admin",

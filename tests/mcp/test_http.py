@@ -102,6 +102,30 @@ class TestFlow:
             assert gone["memories"] == 1
             assert (await call(s, "memory_search", query="window seats", user_id="ana"))["results"] == []
 
+    async def test_search_options_reach_the_engine(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key) as s:
+            turns = ["We should pick a venue", "The old boathouse by the river is free in June", "Book it then"]
+            for i, text in enumerate(turns):
+                await call(s, "memory_store", content=text, session_id="plan", valid_from=f"2026-05-0{i + 1}T10:00:00Z")
+
+            found = await call(
+                s,
+                "memory_search",
+                query="boathouse river venue",
+                session_id="plan",
+                limit=1,
+                neighbours=1,
+                fusion="rrf",
+                weights={"dense": 0},
+            )
+
+            top = found["results"][0]
+            assert top["memory"]["content"] == turns[1]
+            assert [m["content"] for m in top["neighbours"]] == [turns[0], turns[2]]
+            assert found["metrics"]["fusion"] == "rrf"
+            assert "dense" not in found["metrics"]["weights"]
+            assert (await fails(s, "memory_search", query="x", weights={"pagerank": 1})).startswith("validation_error")
+
     async def test_ingest_and_read_the_session(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key) as s:
             out = await call(

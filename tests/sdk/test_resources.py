@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 import memvault_sdk
+from memvault.api import NamespaceAPI
+from memvault.maintenance.schemas import OrganizeIn, Step
 from memvault_sdk import AsyncMemVault, ConflictError, MemVault, NotFoundError
 from memvault_sdk.types import (
     ApiKeyCreated,
@@ -108,6 +110,30 @@ class TestRecall:
         assert found.results[0].semantic_relevance is not None
         assert "embed" in found.metrics.timings_ms
 
+    async def test_search_options_and_explanations(self, client: Any) -> None:
+        turns = ["Shall we meet somewhere?", "The cafe on Rua Augusta at noon", "See you there"]
+        for text in turns:
+            await call(client.memories.create(text, session_id="meet"))
+
+        found = await call(
+            client.search(
+                "cafe Rua Augusta",
+                limit=1,
+                filters={"session_id": "meet"},
+                neighbours=1,
+                fusion="rrf",
+                weights={"dense": 0.5},
+            )
+        )
+
+        top = found.results[0]
+        assert top.memory.content == turns[1]
+        assert [m.content for m in top.neighbours or []] == [turns[0], turns[2]]
+        assert top.signals.channels["lexical"].rank == 1
+        assert found.metrics.fusion == "rrf"
+        assert found.metrics.weights["dense"] == 0.5
+        assert found.metrics.stages == {"rewrite": "unconfigured", "rerank": "unconfigured"}
+
     async def test_context(self, client: Any) -> None:
         await call(client.memories.create("Ana prefers window seats", user_id="ana"))
         ctx = await call(client.context("seating", user_id="ana", token_budget=200))
@@ -146,6 +172,28 @@ class TestEventsSessionsJobs:
     async def test_a_session_id_with_a_slash(self, client: Any) -> None:
         await call(client.events.ingest([{"role": "user", "content": "hello"}], session_id="team/42"))
         assert (await call(client.sessions.get("team/42"))).id == "team/42"
+
+    async def test_cancel_a_queued_job_then_a_finished_one(
+        self, client: Any, api: NamespaceAPI, tenant_a: Tenant
+    ) -> None:
+        # Queued through the session's app, whose jobs wait for an RQ worker: still queued when
+        # the SDK's server (same database) is asked to cancel it.
+        waiting = await api.organize(tenant_a.principal, "default", OrganizeIn(jobs=[Step.promote]))
+
+        cancelled = await call(client.jobs.cancel(str(waiting.job_id)))
+
+        assert isinstance(cancelled, Job) and cancelled.status == "cancelled" and cancelled.finished
+        assert cancelled.cancel_requested_at is not None and cancelled.started_at is None
+        assert (await call(client.jobs.cancel(str(waiting.job_id)))).status == "cancelled"  # again: harmless
+
+        result = await call(client.events.ingest([{"role": "user", "content": "I love sushi."}], session_id="s2"))
+        done = await call(client.jobs.wait(result.job_id, timeout=120, poll_interval=0.2))
+        assert done.status == "succeeded", done.error
+        with pytest.raises(ConflictError) as exc:
+            await call(client.jobs.cancel(result.job_id))
+        assert exc.value.code == "job_finished" and exc.value.status == 409
+        with pytest.raises(NotFoundError):
+            await call(client.jobs.cancel(str(uuid.uuid4())))
 
 
 class TestEntitiesRelations:

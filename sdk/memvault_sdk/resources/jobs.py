@@ -22,6 +22,13 @@ class Jobs(SyncAPIResource):
         """A background job: its status, progress, result once finished, and last error."""
         return self._call(APIRequest("GET", f"/v1/jobs/{segment(job_id)}"), Job)
 
+    def cancel(self, job_id: str) -> Job:
+        """Cancel a job. A queued job is ``cancelled`` at once and never runs; a running one is asked
+        to stop (``cancel_requested_at`` set, ``status`` still ``running``) and ends ``cancelled`` at
+        its next batch, keeping what it did. Cancelling a cancelled job again is harmless; a
+        succeeded or failed one raises ConflictError (``code`` ``job_finished``)."""
+        return self._call(APIRequest("POST", f"/v1/jobs/{segment(job_id)}/cancel"), Job)
+
     def wait(self, job_id: str, *, timeout: float = DEFAULT_WAIT, poll_interval: float = DEFAULT_POLL) -> Job:
         """Poll until the job has finished (succeeded, failed or cancelled) and return it; check
         ``job.status``. Raises TimeoutError if it has not finished within ``timeout`` seconds."""
@@ -41,6 +48,13 @@ class AsyncJobs(AsyncAPIResource):
     async def get(self, job_id: str) -> Job:
         """A background job: its status, progress, result once finished, and last error."""
         return await self._call(APIRequest("GET", f"/v1/jobs/{segment(job_id)}"), Job)
+
+    async def cancel(self, job_id: str) -> Job:
+        """Cancel a job. A queued job is ``cancelled`` at once and never runs; a running one is asked
+        to stop (``cancel_requested_at`` set, ``status`` still ``running``) and ends ``cancelled`` at
+        its next batch, keeping what it did. Cancelling a cancelled job again is harmless; a
+        succeeded or failed one raises ConflictError (``code`` ``job_finished``)."""
+        return await self._call(APIRequest("POST", f"/v1/jobs/{segment(job_id)}/cancel"), Job)
 
     # fmt: off
     async def wait(

@@ -7,7 +7,7 @@ from memvault_sdk._base import APIRequest, body
 from memvault_sdk.resources._resource import AsyncAPIResource, SyncAPIResource
 from memvault_sdk.types.context import Context, ContextParams
 from memvault_sdk.types.memories import MemoryFilters
-from memvault_sdk.types.search import SearchParams, SearchResponse
+from memvault_sdk.types.search import Fusion, SearchParams, SearchResponse
 
 
 class Recall(SyncAPIResource):
@@ -20,10 +20,18 @@ class Recall(SyncAPIResource):
         min_score: float | None = None,
         knowledge_at: datetime | None = None,
         valid_at: datetime | None = None,
+        weights: dict[str, float] | None = None,
+        fusion: Fusion | None = None,
+        reference_time: datetime | None = None,
+        neighbours: int | None = None,
+        rerank: bool | None = None,
+        rewrite: bool | None = None,
         namespace: str | None = None,
     ) -> SearchResponse:
         """Find memories by meaning and by words. Each result has its fused ``score``, its
-        ``semantic_relevance`` (cosine; what ``min_score`` filters on) and which channels found it."""
+        ``semantic_relevance`` (cosine; what ``min_score`` filters on) and which channels found it.
+        ``weights`` and ``fusion`` override the namespace's; ``neighbours`` adds the memories around
+        each hit in its session; ``rerank`` / ``rewrite`` switch the server's second stage."""
         payload = body(
             SearchParams,
             query=query,
@@ -32,6 +40,12 @@ class Recall(SyncAPIResource):
             min_score=min_score,
             knowledge_at=knowledge_at,
             valid_at=valid_at,
+            weights=weights,
+            fusion=fusion,
+            reference_time=reference_time,
+            neighbours=neighbours,
+            rerank=rerank,
+            rewrite=rewrite,
         )
         return self._call(APIRequest("POST", f"{self._ns(namespace)}/search", json=payload), SearchResponse)
 
@@ -70,10 +84,18 @@ class AsyncRecall(AsyncAPIResource):
         min_score: float | None = None,
         knowledge_at: datetime | None = None,
         valid_at: datetime | None = None,
+        weights: dict[str, float] | None = None,
+        fusion: Fusion | None = None,
+        reference_time: datetime | None = None,
+        neighbours: int | None = None,
+        rerank: bool | None = None,
+        rewrite: bool | None = None,
         namespace: str | None = None,
     ) -> SearchResponse:
         """Find memories by meaning and by words. Each result has its fused ``score``, its
-        ``semantic_relevance`` (cosine; what ``min_score`` filters on) and which channels found it."""
+        ``semantic_relevance`` (cosine; what ``min_score`` filters on) and which channels found it.
+        ``weights`` and ``fusion`` override the namespace's; ``neighbours`` adds the memories around
+        each hit in its session; ``rerank`` / ``rewrite`` switch the server's second stage."""
         payload = body(
             SearchParams,
             query=query,
@@ -82,6 +104,12 @@ class AsyncRecall(AsyncAPIResource):
             min_score=min_score,
             knowledge_at=knowledge_at,
             valid_at=valid_at,
+            weights=weights,
+            fusion=fusion,
+            reference_time=reference_time,
+            neighbours=neighbours,
+            rerank=rerank,
+            rewrite=rewrite,
         )
         return await self._call(APIRequest("POST", f"{self._ns(namespace)}/search", json=payload), SearchResponse)
 

@@ -37,7 +37,15 @@ from memvault_sdk.types.memories import (
     MemoryHistory,
     MemoryUpdate,
 )
-from memvault_sdk.types.search import SearchMetrics, SearchParams, SearchResponse, SearchResult, Signals
+from memvault_sdk.types.search import (
+    ChannelSignal,
+    Fusion,
+    SearchMetrics,
+    SearchParams,
+    SearchResponse,
+    SearchResult,
+    Signals,
+)
 from memvault_sdk.types.traces import (
     Trace,
     TraceComplete,
@@ -57,6 +65,7 @@ __all__ = [
     "ApiKey",
     "ApiKeyCreated",
     "AuditEntry",
+    "ChannelSignal",
     "Context",
     "ContextParams",
     "Entity",
@@ -65,6 +74,7 @@ __all__ = [
     "EntityUpdate",
     "ForgetParams",
     "ForgetResult",
+    "Fusion",
     "ImportResult",
     "IngestParams",
     "IngestResult",

@@ -20,6 +20,8 @@ class Job(Model):
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # Set once cancelling was asked; a running job stops at its next batch.
+    cancel_requested_at: datetime | None = None
     updated_at: datetime
 
     @property

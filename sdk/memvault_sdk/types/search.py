@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from memvault_sdk.types._model import Model, Params
 from memvault_sdk.types.memories import Memory, MemoryFilters
+
+Fusion = Literal["weighted", "rrf"]
 
 
 class SearchParams(Params):
@@ -13,12 +16,24 @@ class SearchParams(Params):
     min_score: float | None = None
     knowledge_at: datetime | None = None
     valid_at: datetime | None = None
+    weights: dict[str, float] | None = None
+    fusion: Fusion | None = None
+    reference_time: datetime | None = None
+    neighbours: int | None = None
+    rerank: bool | None = None
+    rewrite: bool | None = None
+
+
+class ChannelSignal(Model):
+    rank: int | None = None
+    value: float | None = None
 
 
 class Signals(Model):
     dense_rank: int | None = None
     lexical_rank: int | None = None
     lexical_score: float | None = None
+    channels: dict[str, ChannelSignal] = {}
 
 
 class SearchResult(Model):
@@ -26,6 +41,7 @@ class SearchResult(Model):
     semantic_relevance: float | None = None
     signals: Signals
     memory: Memory
+    neighbours: list[Memory] | None = None
 
 
 class SearchMetrics(Model):
@@ -33,6 +49,11 @@ class SearchMetrics(Model):
     matched_by: dict[str, int]
     backend_failures: list[str]
     min_score_applied: bool
+    candidates: dict[str, int] = {}
+    weights: dict[str, float] = {}
+    fusion: str | None = None
+    cues: dict[str, str] = {}
+    stages: dict[str, str] = {}
 
 
 class SearchResponse(Model):

@@ -26,7 +26,7 @@ from memvault.extraction.rules import RuleExtractor
 from memvault.facade import FacadeBase
 from memvault.guard import ensure_no_secrets
 from memvault.jobs.models import Job
-from memvault.jobs.service import Progress
+from memvault.jobs.service import JobRun
 from memvault.memories import repository as memories_repo
 from memvault.memories.schemas import MAX_BATCH, MemoryIn, MemoryState, MemoryType, ScopeLevel
 from memvault.memories.service import content_hash
@@ -54,8 +54,9 @@ def _owner(c: Candidate) -> tuple[str, str | None]:
 
 
 class ExtractionOps(FacadeBase):
-    async def _job_extraction(self, p: Principal, job: Job, progress: Progress) -> dict[str, Any]:
-        """Extract memories from the job's events (payload: namespace, event_ids)."""
+    async def _job_extraction(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
+        """Extract memories from the job's events (payload: namespace, event_ids). A cancel stops
+        it between chunks; what earlier chunks stored stays."""
         ns = str(job.payload.get("namespace", ""))
         try:
             wanted = [uuid.UUID(str(i)) for i in job.payload.get("event_ids", [])]
@@ -68,8 +69,12 @@ class ExtractionOps(FacadeBase):
         todo = [e for e in events if e.id not in done]
         stats: Counter[str] = Counter()
         extractor = build_extractor(self._settings)
+        left = 0
         try:
             for start in range(0, len(todo), CHUNK):
+                if run.cancelled:
+                    left = len(todo) - start
+                    break
                 chunk = todo[start : start + CHUNK]
                 texts = [
                     EventText(
@@ -85,7 +90,7 @@ class ExtractionOps(FacadeBase):
                 ]
                 candidates = await extractor.extract(texts)
                 await self._store_candidates(p, ns, namespace.id, job.id, candidates, stats, extractor.name)
-                await progress((len(events) - len(todo) + start + len(chunk)) / max(len(events), 1))
+                await run((len(events) - len(todo) + start + len(chunk)) / max(len(events), 1))
         finally:
             close = getattr(extractor, "aclose", None)
             if close is not None:
@@ -96,6 +101,7 @@ class ExtractionOps(FacadeBase):
             "events": len(events),
             "events_already_extracted": len(done),
             **dict(stats),
+            **({"cancelled": True, "events_left": left} if left else {}),
         }
 
     async def _store_candidates(

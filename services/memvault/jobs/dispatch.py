@@ -43,7 +43,10 @@ class RQDispatcher:
     def queue(self, name: str) -> Any:
         return self._queues[name]
 
-    def enqueue(self, tenant_id: uuid.UUID, job_id: uuid.UUID, kind: str) -> None:
+    def enqueue(self, tenant_id: uuid.UUID, job_id: uuid.UUID, kind: str, *, recovery: bool = False) -> None:
+        """Put the job on its queue. The first enqueue uses the job's own id as the RQ job id, so a
+        cancel can find it there; a recovery re-enqueue gets a fresh one, since the first RQ job
+        may still exist (started by a worker that died) and must not be overwritten."""
         from rq import Retry
 
         s = self._settings
@@ -52,14 +55,37 @@ class RQDispatcher:
             RUN_JOB,
             str(tenant_id),
             str(job_id),
+            job_id=None if recovery else str(job_id),
             retry=Retry(max=retries, interval=[int(backoff_s(s, i)) for i in range(retries)]) if retries else None,
             job_timeout=s.job_timeout_s,
             failure_ttl=FAILED_TTL_S,
             description=f"memvault {kind} {job_id}",
         )
 
+    def remove(self, job_id: uuid.UUID) -> bool:
+        """Cancel the job's RQ job if it still waits (on its queue, or scheduled for a retry).
+        Returns whether there was one to cancel; a started one is left to stop cooperatively."""
+        from rq.exceptions import InvalidJobOperation, NoSuchJobError
+        from rq.job import Job as RQJob
+        from rq.job import JobStatus as RQStatus
+
+        try:
+            rq_job = RQJob.fetch(str(job_id), connection=self._conn)
+        except NoSuchJobError:
+            return False
+        if rq_job.get_status() not in (RQStatus.QUEUED, RQStatus.SCHEDULED, RQStatus.DEFERRED):
+            return False
+        try:
+            rq_job.cancel()
+        except InvalidJobOperation:  # cancelled meanwhile
+            return False
+        return True
+
     async def dispatch(self, tenant_id: uuid.UUID, job_id: uuid.UUID, kind: str) -> None:
         await asyncio.to_thread(self.enqueue, tenant_id, job_id, kind)
+
+    async def cancel(self, job_id: uuid.UUID) -> None:
+        await asyncio.to_thread(self.remove, job_id)
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self._conn.close)
@@ -78,6 +104,9 @@ class ThreadDispatcher:
     async def dispatch(self, tenant_id: uuid.UUID, job_id: uuid.UUID, kind: str) -> None:
         if not self._stopping.is_set():
             self._pool.submit(self._run, tenant_id, job_id)
+
+    async def cancel(self, job_id: uuid.UUID) -> None:
+        return None  # when its thread reaches it, the claim finds it cancelled and skips it
 
     def _run(self, tenant_id: uuid.UUID, job_id: uuid.UUID) -> None:
         retry = 0

@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import case, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -106,13 +106,41 @@ async def finish(
     )
 
 
-async def set_progress(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID, progress: float) -> None:
-    await s.execute(
+async def set_progress(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID, progress: float) -> bool:
+    """Record progress; returns whether the job was asked to stop (so a handler reporting progress
+    learns of a cancel without a query of its own)."""
+    requested = await s.scalar(
         update(Job)
         .where(Job.tenant_id == tenant_id, Job.id == job_id, Job.status == "running")
-        .values(progress=max(0.0, min(1.0, progress)), updated_at=func.now()),
+        .values(progress=max(0.0, min(1.0, progress)), updated_at=func.now())
+        .returning(Job.cancel_requested_at),
         execution_options={"synchronize_session": False},
     )
+    return requested is not None
+
+
+async def cancel_requested(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID) -> bool:
+    at = await s.scalar(select(Job.cancel_requested_at).where(Job.tenant_id == tenant_id, Job.id == job_id))
+    return at is not None
+
+
+async def cancel(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID) -> Job:
+    """Cancel a queued job at once (its runner will find it cancelled and skip it), or ask a running
+    one to stop. The caller holds the row lock and has checked that the job is not finished."""
+    job = await s.scalar(
+        update(Job)
+        .where(Job.tenant_id == tenant_id, Job.id == job_id)
+        .values(
+            status=case((Job.status == "queued", "cancelled"), else_=Job.status),
+            finished_at=case((Job.status == "queued", func.now()), else_=Job.finished_at),
+            cancel_requested_at=func.coalesce(Job.cancel_requested_at, func.now()),
+            updated_at=func.now(),
+        )
+        .returning(Job),
+        execution_options={"synchronize_session": False, "populate_existing": True},
+    )
+    assert job is not None  # locked by the caller
+    return job
 
 
 async def unfinished(s: AsyncSession, *, queued_before: datetime) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
@@ -145,13 +173,17 @@ async def run_lock(engine: AsyncEngine, job_id: uuid.UUID) -> AsyncIterator[bool
                 await conn.execute(text("SELECT pg_advisory_unlock(hashtextextended(:k, 0))"), key)
 
 
-async def get_with_namespace(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID) -> tuple[Job, str | None] | None:
-    row = (
-        await s.execute(
-            select(Job, Namespace.name)
-            .outerjoin(Namespace, (Namespace.tenant_id == Job.tenant_id) & (Namespace.id == Job.namespace_id))
-            .where(Job.tenant_id == tenant_id, Job.id == job_id)
-            .execution_options(populate_existing=True)
-        )
-    ).first()
+async def get_with_namespace(
+    s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID, *, for_update: bool = False
+) -> tuple[Job, str | None] | None:
+    stmt = (
+        select(Job, Namespace.name)
+        .outerjoin(Namespace, (Namespace.tenant_id == Job.tenant_id) & (Namespace.id == Job.namespace_id))
+        .where(Job.tenant_id == tenant_id, Job.id == job_id)
+        .execution_options(populate_existing=True)
+    )
+    if for_update:
+        # The job row only: the namespace is on the nullable side of the join.
+        stmt = stmt.with_for_update(of=Job)
+    row = (await s.execute(stmt)).first()
     return None if row is None else (row[0], row[1])

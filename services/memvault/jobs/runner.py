@@ -155,7 +155,7 @@ def serve_worker(settings: Settings, queues: Sequence[str]) -> None:
         # Queued jobs younger than this are most likely still on their queue.
         left = asyncio.run(unfinished_jobs(ctx.urls, queued_for=timedelta(minutes=5)))
         for tenant_id, job_id, kind in left:
-            dispatcher.enqueue(tenant_id, job_id, kind)
+            dispatcher.enqueue(tenant_id, job_id, kind, recovery=True)
         if left:
             log.info("re-enqueued %d unfinished jobs", len(left))
     conn = Redis.from_url(settings.redis_url or "")

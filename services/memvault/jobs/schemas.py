@@ -21,14 +21,20 @@ class JobOut(BaseModel):
     kind: str = Field(description="`extraction` or `organize`.")
     namespace: str | None
     status: JobStatus = Field(
-        description="queued → running → succeeded | failed. A job that failed and will be retried is `queued` "
-        "again with the last `error` kept."
+        description="queued → running → succeeded | failed | cancelled. A job that failed and will be retried is "
+        "`queued` again with the last `error` kept."
     )
     progress: float | None = Field(description="0..1 while running; 1 when succeeded.")
-    result: dict[str, Any] | None = Field(description="What the job did (counts per step), once it has finished.")
+    result: dict[str, Any] | None = Field(
+        description="What the job did (counts per step), once it has finished; a cancelled job's says what it did "
+        "before it stopped."
+    )
     error: str | None = Field(description="Why the last attempt failed.")
     attempts: int
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    cancel_requested_at: datetime | None = Field(
+        default=None, description="When cancelling was asked; a running job stops at its next batch."
+    )
     updated_at: datetime

@@ -8,13 +8,17 @@ Handlers are written to be re-run: what they already did is found in PostgreSQL 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from memvault.errors import MemvaultError, NotFound
+from memvault.audit import repository as audit
+from memvault.db.session import Database
+from memvault.errors import Conflict, MemvaultError, NotFound
 from memvault.facade import FacadeBase
 from memvault.jobs import repository as repo
 from memvault.jobs.models import Job
@@ -24,7 +28,7 @@ from memvault.principal import Principal
 log = logging.getLogger(__name__)
 
 Progress = Callable[[float], Awaitable[None]]
-Handler = Callable[[Principal, Job, Progress], Awaitable[dict[str, Any]]]
+FINISHED = (JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled)
 
 
 class JobNotFound(NotFound):
@@ -32,10 +36,70 @@ class JobNotFound(NotFound):
     title = "Job not found"
 
 
+class JobFinished(Conflict):
+    code = "job_finished"
+    title = "Job already finished"
+
+
+class JobRun:
+    """What a handler gets besides its job: ``await run(fraction)`` reports progress, and
+    ``run.cancelled`` says whether the job was asked to stop.
+
+    Cancelling is cooperative: a handler checks ``cancelled`` between batches and returns what it
+    did so far. The flag is read from the job's row by a watcher every ``poll_s`` seconds, and by
+    every progress report, so a handler never queries for it itself."""
+
+    def __init__(self, db: Database, tenant_id: uuid.UUID, job_id: uuid.UUID, poll_s: float) -> None:
+        self._db = db
+        self._tenant_id = tenant_id
+        self._job_id = job_id
+        self._poll_s = poll_s
+        self._cancelled = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    async def __call__(self, fraction: float) -> None:
+        async with self._db.tenant_tx(self._tenant_id) as tx:
+            if await repo.set_progress(tx.session, self._tenant_id, self._job_id, fraction):
+                self._cancelled = True
+
+    @asynccontextmanager
+    async def watching(self) -> AsyncIterator[None]:
+        """Poll the row for a cancel while the body runs; stopped between polls, never mid-query."""
+        stop = asyncio.Event()
+
+        async def watch() -> None:
+            while not self._cancelled:
+                try:
+                    await asyncio.wait_for(stop.wait(), self._poll_s)
+                    return
+                except TimeoutError:
+                    pass
+                try:
+                    async with self._db.tenant_tx(self._tenant_id) as tx:
+                        if await repo.cancel_requested(tx.session, self._tenant_id, self._job_id):
+                            self._cancelled = True
+                except Exception:  # a missed poll only delays the stop; the next one retries
+                    log.warning("job %s: cancel check failed", self._job_id, exc_info=True)
+
+        task = asyncio.create_task(watch())
+        try:
+            yield
+        finally:
+            stop.set()
+            await task
+
+
+Handler = Callable[[Principal, Job, JobRun], Awaitable[dict[str, Any]]]
+
+
 @dataclass(frozen=True)
 class JobOutcome:
-    """What one run did: `succeeded`, `failed`, `queued` (failed, to be retried) or `skipped`
-    (already finished, or running elsewhere)."""
+    """What one run did: `succeeded`, `failed`, `cancelled` (stopped early, or cancelled while
+    its runner was gone), `queued` (failed, to be retried) or `skipped` (already finished or
+    cancelled, or running elsewhere)."""
 
     status: str
     result: dict[str, Any] = field(default_factory=dict)
@@ -59,6 +123,7 @@ def job_out(job: Job, namespace: str | None) -> JobOut:
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
+        cancel_requested_at=job.cancel_requested_at,
         updated_at=job.updated_at,
     )
 
@@ -83,6 +148,39 @@ class JobOps(FacadeBase):
             raise JobNotFound(f"No job {job_id}.")
         return job_out(job, namespace)
 
+    async def cancel_job(self, p: Principal, job_id: uuid.UUID) -> JobOut:
+        """Cancel a job of the caller's tenant. A queued job is `cancelled` at once and never runs; a
+        running one is asked to stop (`cancel_requested_at`) and ends `cancelled` at its next
+        batch, its result saying what it did until then. Cancelling a cancelled job changes
+        nothing; a succeeded or failed one is `409 job_finished`."""
+        p.require("write")
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            found = await repo.get_with_namespace(tx.session, p.tenant_id, job_id, for_update=True)
+            if found is None:
+                raise JobNotFound(f"No job {job_id}.")
+            job, namespace = found
+            if not (p.can_access(namespace) if namespace is not None else p.unrestricted):
+                raise JobNotFound(f"No job {job_id}.")
+            if job.status == JobStatus.cancelled:
+                return job_out(job, namespace)
+            if job.status in FINISHED:
+                raise JobFinished(f"Job {job_id} has already {job.status}.", extra={"job_status": job.status})
+            was = job.status
+            job = await repo.cancel(tx.session, p.tenant_id, job_id)
+            await audit.record(
+                tx.session,
+                p.tenant_id,
+                p.subject,
+                "job.cancel",
+                namespace_id=job.namespace_id,
+                target_id=str(job_id),
+                detail={"kind": job.kind, "was": was},
+            )
+            if was == JobStatus.queued:
+                # Off the queue too, so no worker spends a turn on it (it would only skip it).
+                tx.after_commit(lambda: self._jobs.cancel(job_id))
+        return job_out(job, namespace)
+
     async def run_job(self, p: Principal, job_id: uuid.UUID) -> JobOutcome:
         """Run a job of p's tenant to its end, at most one runner at a time. For the job runner
         (``p`` is ``Principal.system``); safe to call again for a job that already ran."""
@@ -96,29 +194,36 @@ class JobOps(FacadeBase):
                     existing = await repo.get(tx.session, p.tenant_id, job_id)
             if job is None:
                 return JobOutcome("skipped", {"reason": existing.status if existing else "no such job"})
-
-            async def progress(fraction: float) -> None:
+            if job.cancel_requested_at is not None:
+                # Asked to stop while a runner that has since died was running it: stop here.
                 async with self._db.tenant_tx(p.tenant_id) as tx:
-                    await repo.set_progress(tx.session, p.tenant_id, job_id, fraction)
+                    await repo.finish(tx.session, p.tenant_id, job_id, status=JobStatus.cancelled, error=job.error)
+                return JobOutcome(JobStatus.cancelled)
 
+            run = JobRun(self._db, p.tenant_id, job_id, self._settings.job_cancel_poll_s)
             handler: Handler | None = getattr(self, f"_job_{job.kind}", None)
             try:
                 if handler is None:
                     raise UnknownJobKind(f"No handler for jobs of kind '{job.kind}'.")
-                result = await handler(p, job, progress)
+                async with run.watching():
+                    result = await handler(p, job, run)
             except Exception as exc:
-                # Refusals (bad input, a namespace gone) fail for good; anything else is retried.
+                # Refusals (bad input, a namespace gone) fail for good; anything else is retried,
+                # unless the job was being cancelled anyway.
                 permanent = isinstance(exc, MemvaultError) and exc.status < 500
                 retry = not permanent and job.attempts < self._settings.job_max_attempts
-                status = JobStatus.queued if retry else JobStatus.failed
+                status = JobStatus.cancelled if run.cancelled else JobStatus.queued if retry else JobStatus.failed
                 error = _describe(exc)
                 log.warning("job %s (%s) attempt %d failed: %s", job_id, job.kind, job.attempts, error, exc_info=True)
                 async with self._db.tenant_tx(p.tenant_id) as tx:
                     await repo.finish(tx.session, p.tenant_id, job_id, status=status, error=error)
                 return JobOutcome(status, error=error)
+            # A job that noticed the cancel only after its last batch has done all its work: it
+            # succeeded. One that stopped early says so in its result.
+            status = JobStatus.cancelled if run.cancelled and result.get("cancelled") else JobStatus.succeeded
             async with self._db.tenant_tx(p.tenant_id) as tx:
-                await repo.finish(tx.session, p.tenant_id, job_id, status=JobStatus.succeeded, result=result)
-            return JobOutcome(JobStatus.succeeded, result)
+                await repo.finish(tx.session, p.tenant_id, job_id, status=status, result=result)
+            return JobOutcome(status, result)
 
 
 class UnknownJobKind(MemvaultError):

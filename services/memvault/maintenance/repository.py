@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import func, select, text, update
@@ -325,3 +326,50 @@ async def set_vectors(
         update(Memory),
         [{"tenant_id": tenant_id, "id": i, "embedding": v, "embedding_model": model_id} for i, v in vectors],
     )
+
+
+# ---- periodic maintenance (settings.maintenance of a namespace) -------------------------------
+
+# The schedule's period in minutes, read from the namespace's settings (validated when written;
+# the default stands in should it ever be missing).
+_EVERY = (
+    "COALESCE(CASE WHEN jsonb_typeof(settings #> '{maintenance,every_minutes}') = 'number' "
+    "THEN (settings #>> '{maintenance,every_minutes}')::numeric::int END, 1440)"
+)
+# A namespace whose schedule is due: never run, or its period has passed since the last run.
+_DUE = (
+    "settings ? 'maintenance' "
+    f"AND (maintenance_run_at IS NULL OR maintenance_run_at + make_interval(mins => {_EVERY}) <= :now)"
+)
+
+
+async def due_schedules(s: AsyncSession, now: datetime, *, limit: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """(tenant, namespace) of every namespace whose periodic maintenance is due, longest waiting
+    first. Across tenants, so an owner session only: it returns ids, and each is then claimed in
+    its own tenant's transaction."""
+    rows = await s.execute(
+        text(
+            f"SELECT tenant_id, id FROM namespaces WHERE {_DUE} "
+            "ORDER BY maintenance_run_at NULLS FIRST, tenant_id, id LIMIT :limit"
+        ),
+        {"now": now, "limit": limit},
+    )
+    return [(t, n) for t, n in rows.all()]
+
+
+async def claim_schedule(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, now: datetime
+) -> tuple[str, dict[str, Any]] | None:
+    """Mark the namespace's scheduled maintenance as run at ``now`` if it is still due; returns its
+    name and settings, or None. A compare-and-set: of two schedulers claiming at once, the second
+    waits for the first's row lock, finds the run no longer due and gets None."""
+    row = (
+        await s.execute(
+            text(
+                f"UPDATE namespaces SET maintenance_run_at = :now WHERE tenant_id = :t AND id = :n AND {_DUE} "
+                "RETURNING name, settings"
+            ),
+            {"now": now, "t": tenant_id, "n": namespace_id},
+        )
+    ).first()
+    return None if row is None else (row[0], row[1])

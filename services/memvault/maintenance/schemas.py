@@ -49,3 +49,18 @@ class OrganizeOut(BaseModel):
     job_id: uuid.UUID = Field(description="The organize job; poll GET /v1/jobs/{job_id} for what each step did.")
     jobs: list[Step]
     budget_ms: int
+
+
+class ScheduledRun(BaseModel):
+    tenant_id: uuid.UUID
+    namespace_id: uuid.UUID
+    job_id: uuid.UUID
+
+
+class MaintenanceTick(BaseModel):
+    """What one scheduler tick did: namespaces found due, the organize jobs it queued, and the
+    namespaces it could not queue (logged; the next tick tries them again)."""
+
+    due: int = 0
+    queued: list[ScheduledRun] = Field(default_factory=list)
+    failed: int = 0

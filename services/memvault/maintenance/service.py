@@ -8,10 +8,12 @@ promoted ones stable, re-embedded ones of the current model).
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from memvault.audit import repository as audit
@@ -19,15 +21,29 @@ from memvault.errors import InvalidInput
 from memvault.facade import FacadeBase
 from memvault.jobs import repository as jobs_repo
 from memvault.jobs.models import Job
-from memvault.jobs.service import Progress
+from memvault.jobs.service import JobRun, Progress
 from memvault.maintenance import repository as repo
 from memvault.maintenance.guard import why_distinct
-from memvault.maintenance.schemas import DEFAULT_STEPS, MAX_BUDGET_MS, OrganizeIn, OrganizeOut, Step
+from memvault.maintenance.schemas import (
+    DEFAULT_STEPS,
+    MAX_BUDGET_MS,
+    MaintenanceTick,
+    OrganizeIn,
+    OrganizeOut,
+    ScheduledRun,
+    Step,
+)
 from memvault.memories import repository as memories_repo
 from memvault.namespaces.models import Namespace
+from memvault.namespaces.schemas import MaintenanceSchedule
 from memvault.principal import Principal
 
+log = logging.getLogger(__name__)
+
 ORGANIZE = "organize"
+SCHEDULER = "scheduler"
+# Namespaces one tick queues at most; the next tick takes the rest, longest waiting first.
+TICK_LIMIT = 1000
 # Memories per near-duplicate probe statement, and per archive/promote update.
 NEAR_BATCH = 200
 # Namespaces from this many live memories are probed through the HNSW index (see near_pairs).
@@ -37,14 +53,22 @@ MERGE_FIELDS = ["metadata", "source_event_ids"]
 
 
 class Deadline:
-    def __init__(self, budget_ms: int) -> None:
+    """When a run must stop: its budget is spent, or its job was cancelled. Steps check it between
+    batches, so both stop a run the same way: what was committed stays, `complete: false`."""
+
+    def __init__(self, budget_ms: int, cancelled: Callable[[], bool] = lambda: False) -> None:
         self.budget_ms = budget_ms
         self._start = time.monotonic()
         self._end = self._start + budget_ms / 1000
+        self._cancelled = cancelled
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled()
 
     @property
     def passed(self) -> bool:
-        return time.monotonic() >= self._end
+        return self.cancelled or time.monotonic() >= self._end
 
     @property
     def elapsed_ms(self) -> int:
@@ -52,6 +76,16 @@ class Deadline:
 
 
 StepFn = Callable[[Principal, Namespace, Deadline, Progress], Awaitable[dict[str, Any]]]
+
+
+def schedule_slot(now: datetime, every_minutes: int) -> datetime:
+    """The start of the ``every_minutes``-wide slot (counted from the Unix epoch) holding ``now``.
+
+    Two runs of one schedule are at least ``every_minutes`` apart, so they never share a slot: the
+    slot names the run, and two schedulers (or a retried tick) that both get this far for the same
+    run make one job."""
+    minutes = int(now.timestamp() // 60)
+    return datetime.fromtimestamp((minutes - minutes % every_minutes) * 60, UTC)
 
 
 def clusters(
@@ -113,28 +147,92 @@ class MaintenanceOps(FacadeBase):
             tx.after_commit(lambda: self._jobs.dispatch(p.tenant_id, job_id, ORGANIZE))
         return OrganizeOut(job_id=job_id, jobs=body.jobs, budget_ms=body.budget_ms)
 
+    # ---- periodic maintenance ----------------------------------------------------------------
+
+    async def queue_due_maintenance(self, now: datetime | None = None) -> MaintenanceTick:
+        """The scheduler's tick: queue an organize job for every namespace whose periodic
+        maintenance (``settings.maintenance``) is due. System-wide, so it takes no principal: due
+        namespaces are listed across tenants as the owner (ids only), then each is claimed and its
+        job created inside its own tenant's transaction, as ``Principal.system(tenant)``."""
+        now = now or datetime.now(UTC)
+        async with self._db.owner() as s:
+            due = await repo.due_schedules(s, now, limit=TICK_LIMIT)
+        tick = MaintenanceTick(due=len(due))
+        for tenant_id, namespace_id in due:
+            p = Principal.system(tenant_id, subject=SCHEDULER)
+            try:
+                job_id = await self._queue_scheduled(p, namespace_id, now)
+            except Exception:  # one namespace's trouble must not starve the others
+                log.exception("periodic maintenance of namespace %s (tenant %s) not queued", namespace_id, tenant_id)
+                tick.failed += 1
+                continue
+            if job_id is not None:
+                tick.queued.append(ScheduledRun(tenant_id=tenant_id, namespace_id=namespace_id, job_id=job_id))
+        if tick.queued or tick.failed:
+            log.info("periodic maintenance: %d due, %d queued, %d failed", tick.due, len(tick.queued), tick.failed)
+        return tick
+
+    async def _queue_scheduled(self, p: Principal, namespace_id: uuid.UUID, now: datetime) -> uuid.UUID | None:
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            claimed = await repo.claim_schedule(tx.session, p.tenant_id, namespace_id, now)
+            if claimed is None:
+                return None  # another scheduler took this run, or the schedule was cleared meanwhile
+            name, settings = claimed
+            schedule = MaintenanceSchedule.model_validate(settings["maintenance"])
+            slot = schedule_slot(now, schedule.every_minutes)
+            steps = [s.value for s in schedule.jobs]
+            job, created = await jobs_repo.create(
+                tx.session,
+                p.tenant_id,
+                namespace_id=namespace_id,
+                kind=ORGANIZE,
+                payload={
+                    "namespace": name,
+                    "jobs": steps,
+                    "budget_ms": schedule.budget_ms,
+                    "schedule": slot.isoformat(),
+                },
+                # Job keys are unique per tenant, so the namespace is part of the run's name.
+                job_key=f"schedule:{namespace_id}:{schedule.every_minutes}m:{slot:%Y-%m-%dT%H:%MZ}",
+                created_by=p.subject,
+            )
+            if not created:
+                return None
+            await audit.record(
+                tx.session,
+                p.tenant_id,
+                p.subject,
+                "namespace.organize",
+                namespace_id=namespace_id,
+                target_id=str(job.id),
+                detail={"jobs": steps, "budget_ms": schedule.budget_ms, "schedule": slot.isoformat()},
+            )
+            job_id = job.id
+            tx.after_commit(lambda: self._jobs.dispatch(p.tenant_id, job_id, ORGANIZE))
+        return job_id
+
     # ---- job handlers ------------------------------------------------------------------------
 
-    async def _job_organize(self, p: Principal, job: Job, progress: Progress) -> dict[str, Any]:
+    async def _job_organize(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
         """Run the payload's steps in order within its budget."""
         try:
             steps = [Step(s) for s in job.payload.get("jobs", [])] or list(DEFAULT_STEPS)
             budget = int(job.payload.get("budget_ms", 60_000))
         except (ValueError, TypeError) as exc:
             raise InvalidInput("organize job payload is malformed") from exc
-        return await self._run_steps(p, job, steps, max(1, min(budget, MAX_BUDGET_MS)), progress)
+        return await self._run_steps(p, job, steps, max(1, min(budget, MAX_BUDGET_MS)), run)
 
-    async def _job_dedup(self, p: Principal, job: Job, progress: Progress) -> dict[str, Any]:
-        return await self._run_steps(p, job, [Step.dedup], self._budget(job), progress)
+    async def _job_dedup(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
+        return await self._run_steps(p, job, [Step.dedup], self._budget(job), run)
 
-    async def _job_decay(self, p: Principal, job: Job, progress: Progress) -> dict[str, Any]:
-        return await self._run_steps(p, job, [Step.decay], self._budget(job), progress)
+    async def _job_decay(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
+        return await self._run_steps(p, job, [Step.decay], self._budget(job), run)
 
-    async def _job_promote(self, p: Principal, job: Job, progress: Progress) -> dict[str, Any]:
-        return await self._run_steps(p, job, [Step.promote], self._budget(job), progress)
+    async def _job_promote(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
+        return await self._run_steps(p, job, [Step.promote], self._budget(job), run)
 
-    async def _job_reembed(self, p: Principal, job: Job, progress: Progress) -> dict[str, Any]:
-        return await self._run_steps(p, job, [Step.reembed], self._budget(job), progress)
+    async def _job_reembed(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
+        return await self._run_steps(p, job, [Step.reembed], self._budget(job), run)
 
     @staticmethod
     def _budget(job: Job) -> int:
@@ -144,13 +242,13 @@ class MaintenanceOps(FacadeBase):
             raise InvalidInput("job payload has a malformed budget_ms") from exc
 
     async def _run_steps(
-        self, p: Principal, job: Job, steps: list[Step], budget_ms: int, progress: Progress
+        self, p: Principal, job: Job, steps: list[Step], budget_ms: int, run: JobRun
     ) -> dict[str, Any]:
         ns = str(job.payload.get("namespace", ""))
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
-        deadline = Deadline(budget_ms)
-        run: dict[Step, StepFn] = {
+        deadline = Deadline(budget_ms, lambda: run.cancelled)
+        do: dict[Step, StepFn] = {
             Step.dedup: self._dedup,
             Step.decay: self._decay,
             Step.promote: self._promote,
@@ -159,18 +257,26 @@ class MaintenanceOps(FacadeBase):
         result: dict[str, Any] = {}
         for i, step in enumerate(steps):
             if deadline.passed:
-                result[step.value] = {"skipped": "budget"}
+                result[step.value] = {"skipped": "cancelled" if deadline.cancelled else "budget"}
                 continue
 
             async def step_progress(fraction: float, i: int = i) -> None:
-                await progress((i + max(0.0, min(1.0, fraction))) / len(steps))
+                await run((i + max(0.0, min(1.0, fraction))) / len(steps))
 
             started = time.monotonic()
-            out = await run[step](p, namespace, deadline, step_progress)
+            out = await do[step](p, namespace, deadline, step_progress)
             result[step.value] = {**out, "ms": round((time.monotonic() - started) * 1000)}
-            await progress((i + 1) / len(steps))
+            await run((i + 1) / len(steps))
+        # Cancelled only if the cancel cut something short, not if it came after the last batch.
+        stopped = deadline.cancelled and any(r.get("complete") is False or "skipped" in r for r in result.values())
         # JSONB does not keep key order: the order the steps ran in is listed.
-        return {**result, "order": [s.value for s in steps], "budget_ms": budget_ms, "elapsed_ms": deadline.elapsed_ms}
+        return {
+            **result,
+            "order": [s.value for s in steps],
+            "budget_ms": budget_ms,
+            "elapsed_ms": deadline.elapsed_ms,
+            **({"cancelled": True} if stopped else {}),
+        }
 
     # ---- steps -------------------------------------------------------------------------------
 

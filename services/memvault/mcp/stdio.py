@@ -54,6 +54,8 @@ async def serve_local(settings: Settings, profile: Profile) -> None:
     from memvault.mcp.runtime import Runtime
     from memvault.mcp.server import build_server
     from memvault.principal import Principal
+    from memvault.retrieval.rerank import build_reranker
+    from memvault.retrieval.rewrite import build_rewriter
     from memvault.runtime import bootstrap, prepare_database
     from memvault.tenants import service as tenants_service
 
@@ -66,7 +68,14 @@ async def serve_local(settings: Settings, profile: Profile) -> None:
         load = getattr(embedder, "load", None)
         if load is not None:
             load()
-    api = NamespaceAPI(db, embedder, settings)
+        reranker, rewriter = build_reranker(settings), build_rewriter(settings)
+        reranker_load = getattr(reranker, "load", None)
+        if reranker_load is not None:
+            try:
+                reranker_load()
+            except Exception:  # best effort: searches report rerank "failed" (retrieval/stages.py)
+                log.exception("could not load the reranker")
+    api = NamespaceAPI(db, embedder, settings, reranker=reranker, rewriter=rewriter)
     try:
         with _stdout_to_stderr():
             key = os.environ.get("MEMVAULT_API_KEY")
@@ -83,6 +92,9 @@ async def serve_local(settings: Settings, profile: Profile) -> None:
         await server.run_stdio_async()
     finally:
         await embedder.aclose()
+        for stage in (reranker, rewriter):
+            if stage is not None:
+                await stage.aclose()
         await db.dispose()
 
 

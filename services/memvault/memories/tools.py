@@ -26,7 +26,7 @@ from memvault.memories.schemas import (
     ScopeLevel,
 )
 from memvault.retrieval.context import ContextIn, ContextOut
-from memvault.retrieval.schemas import SearchIn, SearchOut
+from memvault.retrieval.schemas import DEFAULT_WEIGHTS, Fusion, SearchIn, SearchOut
 
 Namespace = Annotated[
     str | None, Field(description="Namespace to use; default: the key's default namespace, else `default`.")
@@ -118,6 +118,20 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         valid_at: Annotated[datetime | None, Field(description="Search what was true at this time.")] = None,
         min_score: Annotated[float | None, Field(ge=-1, le=1)] = None,
         include_archived: bool = False,
+        neighbours: Annotated[
+            int,
+            Field(ge=0, le=5, description="Also return this many memories before and after each hit, in its session."),
+        ] = 0,
+        reference_time: Annotated[
+            datetime | None, Field(description='What "now" is for cues like "last week"; default: now.')
+        ] = None,
+        weights: Annotated[
+            dict[str, float] | None,
+            Field(description=f"Fusion weights (0..10) per channel over the defaults {DEFAULT_WEIGHTS}."),
+        ] = None,
+        fusion: Annotated[Fusion | None, Field(description="`weighted` or `rrf`; default: the namespace's.")] = None,
+        rerank: Annotated[bool | None, Field(description="Rerank the top hits if configured; default: if so.")] = None,
+        rewrite: Annotated[bool | None, Field(description="Rewrite the query (HyDE) if configured.")] = None,
         namespace: Namespace = None,
     ) -> SearchOut:
         p = rt.principal(ctx)
@@ -127,6 +141,12 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
                 query=query,
                 limit=limit,
                 min_score=min_score,
+                neighbours=neighbours,
+                reference_time=reference_time,
+                weights=weights,
+                fusion=fusion,
+                rerank=rerank,
+                rewrite=rewrite,
                 filters=MemoryFilters(
                     user_id=user_id,
                     session_id=session_id,

@@ -27,7 +27,7 @@ class SearchSettings(BaseModel):
     weights: dict[str, float] | None = Field(
         default=None, description=f"Fusion weights over the service defaults {DEFAULT_WEIGHTS}."
     )
-    fusion: Fusion | None = Field(default=None, description="`rrf` (default) or `weighted`.")
+    fusion: Fusion | None = Field(default=None, description="`weighted` (default) or `rrf`.")
 
     @field_validator("weights")
     @classmethod

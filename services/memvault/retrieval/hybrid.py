@@ -26,6 +26,7 @@ from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 from memvault.principal import SYSTEM_TENANT_ID
 from memvault.retrieval.cues import QueryCues
+from memvault.retrieval.lexical import K1, B, TermStats, as_tsquery
 
 RRF_K = 60
 # Priors are ranked on coarse buckets so that near-equal values tie (rank() gives ties one rank):
@@ -77,22 +78,36 @@ async def fused_candidates(
     model_id: str,
     candidates: int,
     rank: Any = func.rank,
+    terms: TermStats | None = None,
 ) -> Any:
     """The candidate stage every hybrid search shares, for any table with ``id``, ``tsv``,
     ``embedding`` and ``embedding_model``: up to ``candidates`` full-text and (with a query vector)
     nearest-vector rows passing ``where``, one row per id with its rank in each channel
     (``dense_rank``, ``lexical_rank``, ``lex_score``) as a subquery named ``fused``. ``rank`` is the
-    window function ranking each channel: rank() keeps ties as ties, row_number() breaks them."""
+    window function ranking each channel: rank() keeps ties as ties, row_number() breaks them.
+    With ``terms`` (the query's lexemes and their frequencies), the lexical channel ranks by BM25;
+    without, by PostgreSQL's ts_rank_cd."""
     # pgvector 0.8: keep scanning the HNSW graph until enough rows pass the filters, instead of
     # returning fewer than asked when the tenant's rows are a small part of the index.
     await s.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
     await s.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(max(64, candidates))})
 
-    tsq = lexical_query(query)
+    if terms is not None and terms.df:
+        # BM25 with every query word counted once per memory (memories are short; repeats rare).
+        tsq = as_tsquery(*terms.df)
+        idf = sum(
+            (case((model.tsv.op("@@")(as_tsquery(lx)), terms.idf(lx)), else_=0.0) for lx in terms.df),
+            cast(literal(0.0), Float),
+        )
+        norm = (K1 + 1) / (1 + K1 * (1 - B + B * func.length(model.tsv) / max(terms.avg_len, 1.0)))
+        lex_score = idf * norm
+    else:
+        tsq = lexical_query(query)
+        lex_score = func.ts_rank_cd(model.tsv, tsq)
     lex_inner = (
-        select(model.id, func.ts_rank_cd(model.tsv, tsq).label("lex_score"))
+        select(model.id, lex_score.label("lex_score"))
         .where(*where, model.tsv.op("@@")(tsq))
-        .order_by(func.ts_rank_cd(model.tsv, tsq).desc())
+        .order_by(lex_score.desc())
         .limit(candidates)
         .subquery("lex_inner")
     )
@@ -217,6 +232,7 @@ async def hybrid_search(
     reference_time: datetime | None = None,
     half_life_days: float = 30.0,
     strength_half_life_days: float = 30.0,
+    terms: TermStats | None = None,
 ) -> SearchOutcome:
     """``fusion="rrf"``: weighted reciprocal rank; the priors (recency, importance, access,
     strength) and the order cue rank only the retrieval head, cues (intent, graph, time window)
@@ -244,7 +260,14 @@ async def hybrid_search(
     used = {name: w.get(name, 0.0) for name, on in active.items() if on and w.get(name, 0.0) > 0}
 
     fused = await fused_candidates(
-        s, Memory, where, query=query, query_vector=query_vector, model_id=model_id, candidates=candidates
+        s,
+        Memory,
+        where,
+        query=query,
+        query_vector=query_vector,
+        model_id=model_id,
+        candidates=candidates,
+        terms=terms,
     )
     if query_vector is not None:
         cosine = 1 - Memory.embedding.cosine_distance(query_vector)
@@ -351,13 +374,18 @@ async def hybrid_search(
     else:
         time_rank = cast(literal(None), Integer)
 
-    # Relative scores for weighted fusion: each channel's value scaled to 0..1 over the candidates.
+    # Relative scores for weighted fusion, each channel's value scaled to 0..1 over the candidates.
+    # Cosine has no natural zero: min to max. BM25, access and strength do (no match, never
+    # recalled): a share of the best, so the weakest match still counts for more than none.
     def relative(col, *, invert: bool = False):  # type: ignore[no-untyped-def]
         lo, hi = func.min(col).over(), func.max(col).over()
         spread = func.nullif(hi - lo, 0)
         scaled = ((hi - col) if invert else (col - lo)) / spread
         # All equal: every candidate gets the full value (nothing to tell them apart).
         return func.coalesce(case((col.is_(None), None), else_=func.coalesce(scaled, 1.0)), 0.0)
+
+    def share_of_best(col):  # type: ignore[no-untyped-def]
+        return func.coalesce(col / func.nullif(func.max(col).over(), 0), 0.0)
 
     ranked = select(
         sg,
@@ -369,9 +397,9 @@ async def hybrid_search(
         graph_rank.label("graph_rank"),
         time_rank.label("time_rank"),
         relative(sg.cosine).label("dense_rel"),
-        relative(sg.lex_score).label("lexical_rel"),
-        relative(sg.access).label("access_rel"),
-        relative(sg.strength).label("strength_rel"),
+        share_of_best(sg.lex_score).label("lexical_rel"),
+        share_of_best(sg.access).label("access_rel"),
+        share_of_best(sg.strength).label("strength_rel"),
         relative(sg.time, invert=cues.order == "oldest").label("time_rel"),
     ).subquery("ranked")
     rc = ranked.c

@@ -1,0 +1,78 @@
+"""The lexical channel ranks by BM25: a rare word the query shares counts for more than a common
+one, word frequencies are counted in the caller's namespace only, and the cache of those counts
+follows new writes within its lifetime."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from memvault.retrieval.lexical import TermStats, TermStatsCache
+from tests.conftest import Tenant
+from tests.memories.test_router import search, store_many
+
+WORDS_ONLY = {"dense": 0, "lexical": 1}
+
+
+def contents(out: dict) -> list[str]:  # type: ignore[type-arg]
+    return [r["memory"]["content"] for r in out["results"]]
+
+
+class TestBM25:
+    async def test_the_rare_shared_word_wins(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        common = [f"Project status note number {i}" for i in range(12)]
+        await store_many(client, tenant_a, [*common, "Zephyr is the codename of the new router"])
+
+        out = await search(client, tenant_a, "project zephyr", weights=WORDS_ONLY)
+
+        assert contents(out)[0] == "Zephyr is the codename of the new router"
+        lexical = [r["signals"]["channels"]["lexical"]["value"] for r in out["results"]]
+        assert lexical[0] > 2 * lexical[1]  # one rare word outweighs one of thirteen common ones
+
+    async def test_shorter_memories_win_at_equal_words(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        short = "Quokka feeding schedule"
+        long = "Quokka notes: the enclosure, the keepers, the visitors, the fences, the gates and the feeding schedule"
+        await store_many(client, tenant_a, [long, short, "Unrelated line about lunch"])
+
+        out = await search(client, tenant_a, "quokka feeding schedule", weights=WORDS_ONLY)
+
+        assert contents(out)[:2] == [short, long]
+
+    async def test_another_tenants_words_do_not_change_the_weights(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        await store_many(client, tenant_a, ["Walrus tank cleaning rota", "Penguin tank cleaning rota"])
+        before = await search(client, tenant_a, "walrus penguin tank", weights=WORDS_ONLY)
+        # Tenant B makes "walrus" common in its own data: tenant A's weights must not move.
+        await store_many(client, tenant_b, [f"Walrus fact {i}" for i in range(20)])
+
+        after = await search(client, tenant_a, "walrus penguin tank", weights=WORDS_ONLY)
+
+        values = [[r["signals"]["channels"]["lexical"]["value"] for r in out["results"]] for out in (before, after)]
+        assert values[0] == values[1]
+        assert values[0][0] == pytest.approx(values[0][1])  # each shares two of three words, one rare each
+
+
+class TestTermStats:
+    def test_idf_falls_as_a_word_gets_common(self) -> None:
+        stats = TermStats(n=100, avg_len=8.0, df={"rare": 1, "common": 90, "absent": 0})
+
+        assert stats.idf("absent") > stats.idf("rare") > stats.idf("common") > 0
+
+    async def test_counts_are_cached_per_namespace_and_expire(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, api: object
+    ) -> None:
+        await store_many(client, tenant_a, ["Otter pool", "Otter slide"])
+        db = api._db  # type: ignore[attr-defined]
+        ns = await api.get_namespace(await api.authenticate(tenant_a.key), "default")  # type: ignore[attr-defined]
+        cache = TermStatsCache(ttl_s=3600)
+        async with db.tenant_tx(tenant_a.id) as tx:
+            first = await cache.stats(tx.session, tenant_a.id, ns.id, ["otter", "pool"])
+        await store_many(client, tenant_a, ["Otter feeding"])
+        async with db.tenant_tx(tenant_a.id) as tx:
+            cached = await cache.stats(tx.session, tenant_a.id, ns.id, ["otter", "pool"])
+            fresh = await TermStatsCache(ttl_s=0).stats(tx.session, tenant_a.id, ns.id, ["otter", "pool"])
+
+        assert first.df == {"otter": 2, "pool": 1} and first.n == 2
+        assert cached == first  # within its lifetime
+        assert fresh.df == {"otter": 3, "pool": 1} and fresh.n == 3
