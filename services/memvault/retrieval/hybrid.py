@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Float, Integer, Text, and_, case, cast, func, literal, or_, select, text, tuple_, union_all
+from sqlalchemy import Float, Integer, Text, and_, case, cast, func, literal, or_, select, text, true, tuple_, union_all
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -79,6 +79,7 @@ async def fused_candidates(
     candidates: int,
     rank: Any = func.rank,
     terms: TermStats | None = None,
+    word_index: bool = True,
 ) -> Any:
     """The candidate stage every hybrid search shares, for any table with ``id``, ``tsv``,
     ``embedding`` and ``embedding_model``: up to ``candidates`` full-text and (with a query vector)
@@ -92,11 +93,12 @@ async def fused_candidates(
     await s.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
     await s.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(max(64, candidates))})
 
-    if terms is not None and terms.df:
+    if terms is not None and terms.matching():
         # BM25 with every query word counted once per memory (memories are short; repeats rare).
-        tsq = as_tsquery(*terms.df)
+        # Rare words pick the candidates; every word that occurs scores them.
+        tsq = as_tsquery(*terms.matching())
         idf = sum(
-            (case((model.tsv.op("@@")(as_tsquery(lx)), terms.idf(lx)), else_=0.0) for lx in terms.df),
+            (case((model.tsv.op("@@")(as_tsquery(lx)), terms.idf(lx)), else_=0.0) for lx, df in terms.df.items() if df),
             cast(literal(0.0), Float),
         )
         norm = (K1 + 1) / (1 + K1 * (1 - B + B * func.length(model.tsv) / max(terms.avg_len, 1.0)))
@@ -104,9 +106,12 @@ async def fused_candidates(
     else:
         tsq = lexical_query(query)
         lex_score = func.ts_rank_cd(model.tsv, tsq)
+    # The word match runs on the full-text index through memvault_word_match (migration 0008):
+    # under RLS the planner may not use that index for `tsv @@ query` directly.
+    matched = select(func.memvault_word_match(tsq).table_valued("id").render_derived(name="word_match"))
     lex_inner = (
         select(model.id, lex_score.label("lex_score"))
-        .where(*where, model.tsv.op("@@")(tsq))
+        .where(*where, model.id.in_(matched) if word_index else true(), model.tsv.op("@@")(tsq))
         .order_by(lex_score.desc())
         .limit(candidates)
         .subquery("lex_inner")

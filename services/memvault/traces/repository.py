@@ -193,6 +193,8 @@ async def search(
         model_id=model_id,
         candidates=candidates,
         rank=func.row_number,
+        # memvault_word_match reads memories; traces have their own (smaller) table.
+        word_index=False,
     )
     rrf = func.coalesce(1.0 / (RRF_K + fused.c.lexical_rank), 0.0)
     if query_vector is not None:
