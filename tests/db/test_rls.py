@@ -466,3 +466,46 @@ class TestSystemScope:
             assert await scalar(owner_conn, "SELECT content FROM memories WHERE id = %s", (mid,)) == "be kind"
         finally:
             await owner_conn.execute("DELETE FROM memories WHERE id = %s", (mid,))
+
+
+@pytest.mark.usefixtures("data")
+class TestWordMatchFunctions:
+    """memvault_word_match and memvault_word_counts look past RLS to use the full-text index
+    (migration 0008): they must answer only for the tenant set in the transaction."""
+
+    async def test_match_returns_only_the_current_tenants_ids(
+        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        own = {
+            r[0]
+            for r in await (
+                await owner_conn.execute(
+                    "SELECT id FROM memories WHERE tenant_id = %s AND tsv @@ 'oslo'", (tenant_a.id,)
+                )
+            ).fetchall()
+        }
+        assert own  # both tenants have an Oslo memory
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            found = {
+                r[0] for r in await (await app_conn.execute("SELECT id FROM memvault_word_match('oslo')")).fetchall()
+            }
+        async with app_conn.transaction():
+            nobody = await scalar(app_conn, "SELECT count(*) FROM memvault_word_match('oslo')")
+
+        assert found == own
+        assert nobody == 0
+
+    async def test_counts_only_the_current_tenants_namespace(
+        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        ns_b = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant_b.id,))
+        ns_a = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant_a.id,))
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            own = await scalar(app_conn, "SELECT df FROM memvault_word_counts(%s, ARRAY['oslo'], 100)", (ns_a,))
+            # Tenant B's namespace id, asked from tenant A: nothing.
+            other = await scalar(app_conn, "SELECT df FROM memvault_word_counts(%s, ARRAY['oslo'], 100)", (ns_b,))
+
+        assert own == 1
+        assert other == 0
