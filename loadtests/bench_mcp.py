@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from bench_search import DEFAULT_DATA, pct, turns_of
+from harness import DEFAULT_DATA, pct, turns_of
 
 
 def free_port() -> int:

