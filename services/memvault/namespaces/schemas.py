@@ -5,7 +5,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memvault.maintenance.schemas import DEFAULT_STEPS, MAX_BUDGET_MS, Step
+from memvault.maintenance.schemas import OrganizeIn
 from memvault.retrieval.schemas import DEFAULT_WEIGHTS, Fusion, check_weights
 
 # URL-safe, so a namespace name can sit in a path without escaping.
@@ -35,21 +35,11 @@ class SearchSettings(BaseModel):
         return check_weights(v)
 
 
-class MaintenanceSchedule(BaseModel):
-    """Maintenance that runs by itself on this namespace (docs/workers.md, "Periodic maintenance")."""
+class MaintenanceSchedule(OrganizeIn):
+    """Maintenance that runs by itself on this namespace (docs/workers.md, "Periodic maintenance"):
+    the organize request run every ``every_minutes``."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    jobs: list[Step] = Field(default_factory=lambda: list(DEFAULT_STEPS), min_length=1, max_length=len(Step))
     every_minutes: int = Field(default=1440, ge=5, le=7 * 1440, description="Time between two runs.")
-    budget_ms: int = Field(default=60_000, ge=1, le=MAX_BUDGET_MS, description="Time budget of each run.")
-
-    @field_validator("jobs")
-    @classmethod
-    def _once_each(cls, v: list[Step]) -> list[Step]:
-        if len(set(v)) != len(v):
-            raise ValueError("each step may be named once")
-        return v
 
 
 class NamespaceSettings(BaseModel):
