@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Float, Integer, Text, and_, case, cast, func, literal, or_, select, text, true, tuple_, union_all
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import defer
 
 from memvault.entities.models import Entity, MemoryEntity, Relation
 from memvault.memories import repository as memories_repo
@@ -90,8 +91,12 @@ async def fused_candidates(
     without, by PostgreSQL's ts_rank_cd."""
     # pgvector 0.8: keep scanning the HNSW graph until enough rows pass the filters, instead of
     # returning fewer than asked when the tenant's rows are a small part of the index.
-    await s.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
-    await s.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(max(64, candidates))})
+    await s.execute(
+        text(
+            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', :ef, true)"
+        ),
+        {"ef": str(max(64, candidates))},
+    )
 
     if terms is not None and terms.matching():
         # BM25 with every query word counted once per memory (memories are short; repeats rare).
@@ -457,6 +462,8 @@ async def hybrid_search(
 
     stmt = (
         select(Memory, fused_score.label("fused_score"), ranked)
+        # A hit is shown, not compared again: its vector and word index stay in the database.
+        .options(defer(Memory.embedding), defer(Memory.tsv))
         .join(ranked, (Memory.id == ranked.c.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
         .order_by(fused_score.desc(), Memory.id)
         .limit(limit)
