@@ -76,3 +76,17 @@ class TestTermStats:
         assert first.df == {"otter": 2, "pool": 1} and first.n == 2
         assert cached == first  # within its lifetime
         assert fresh.df == {"otter": 3, "pool": 1} and fresh.n == 3
+
+    async def test_a_full_cache_starts_over_without_losing_the_words_asked(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, api: object
+    ) -> None:
+        await store_many(client, tenant_a, ["Otter pool", "Otter slide"])
+        db = api._db  # type: ignore[attr-defined]
+        ns = await api.get_namespace(await api.authenticate(tenant_a.key), "default")  # type: ignore[attr-defined]
+        cache = TermStatsCache(ttl_s=3600, lexemes=2)
+        async with db.tenant_tx(tenant_a.id) as tx:
+            await cache.stats(tx.session, tenant_a.id, ns.id, ["otter", "pool"])
+            # Two cached, one new: more than the cache holds, so it is cleared on the way.
+            again = await cache.stats(tx.session, tenant_a.id, ns.id, ["otter", "pool", "slide"])
+
+        assert again.df == {"otter": 2, "pool": 1, "slide": 1}

@@ -83,22 +83,24 @@ class TermStatsCache:
         if entry is None:
             row = (await s.execute(select(func.count(), func.avg(func.length(Memory.tsv))).where(*live))).one()
             entry = _Entry(at=now, n=int(row[0]), avg_len=float(row[1] or 1.0), df={})
-        missing = [lx for lx in lexemes if lx not in entry.df]
+        known = {lx: entry.df[lx] for lx in lexemes if lx in entry.df}
+        missing = [lx for lx in lexemes if lx not in known]
         if missing:
             # Counted up to DF_CAP each: a word in that many memories is common whatever its exact
             # count. On the full-text index, through memvault_word_counts (migration 0008): under
             # RLS the planner may not use that index for `tsv @@ query` directly.
             counts = func.memvault_word_counts(namespace_id, missing, DF_CAP).table_valued("lexeme", "df")
             found = {lx: df for lx, df in (await s.execute(select(counts.c.lexeme, counts.c.df))).all()}
+            known.update({lx: int(found.get(lx, 0)) for lx in missing})
             if len(entry.df) + len(missing) > self._max_lexemes:
                 entry.df.clear()
-            entry.df.update({lx: int(found.get(lx, 0)) for lx in missing})
+            entry.df.update(known)
         with self._lock:
             self._entries[key] = entry
             self._entries.move_to_end(key)
             while len(self._entries) > self._max_ns:
                 self._entries.popitem(last=False)
-        return TermStats(n=entry.n, avg_len=entry.avg_len, df={lx: entry.df[lx] for lx in lexemes})
+        return TermStats(n=entry.n, avg_len=entry.avg_len, df=known)
 
 
 def as_tsquery(*lexemes: str):  # type: ignore[no-untyped-def]
