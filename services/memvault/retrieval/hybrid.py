@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from memvault.entities.models import Entity, MemoryEntity, Relation
+from memvault.entities.repository import valid_at_condition
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
@@ -98,10 +99,11 @@ async def fused_candidates(
         {"ef": str(max(64, candidates))},
     )
 
-    if terms is not None and terms.matching():
+    picking = terms.matching() if terms is not None else []
+    if terms is not None and picking:
         # BM25 with every query word counted once per memory (memories are short; repeats rare).
         # Rare words pick the candidates; every word that occurs scores them.
-        tsq = as_tsquery(*terms.matching())
+        tsq = as_tsquery(*picking)
         idf = sum(
             (case((model.tsv.op("@@")(as_tsquery(lx)), terms.idf(lx)), else_=0.0) for lx, df in terms.df.items() if df),
             cast(literal(0.0), Float),
@@ -205,17 +207,13 @@ async def entities_named(
     named = tuple(e.id for e in found)
     if not named:
         return NamedEntities()
-    holds = and_(
-        or_(Relation.valid_from.is_(None), Relation.valid_from <= at),
-        or_(Relation.valid_to.is_(None), Relation.valid_to > at),
-    )
     ends = (
         await s.execute(
             select(Relation.source_id, Relation.target_id).where(
                 Relation.tenant_id == tenant_id,
                 Relation.namespace_id == namespace_id,
                 or_(Relation.source_id.in_(named), Relation.target_id.in_(named)),
-                holds,
+                valid_at_condition(at),
             )
         )
     ).all()
