@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from memvault.config import Settings
+from memvault.retrieval.provider import json_client, post_for
 
 log = logging.getLogger(__name__)
 
@@ -121,23 +122,15 @@ class HTTPReranker:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.model_id = model
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout_s, transport=transport
-        )
+        self._client = json_client(base_url, api_key, timeout_s, transport)
 
     async def score(self, query: str, documents: list[str]) -> list[float]:
         if not documents:
             return []
         payload = {"model": self.model_id, "query": query, "documents": documents, "top_n": len(documents)}
-        try:
-            r = await self._client.post("rerank", json=payload)
-            r.raise_for_status()
-            answer = _RerankAnswer.model_validate_json(r.content)
-        except httpx.HTTPError as exc:
-            raise RerankUnavailable(f"rerank provider failed: {type(exc).__name__}: {exc}"[:500]) from exc
-        except ValidationError as exc:
-            raise RerankUnavailable(f"rerank provider answered malformed JSON: {exc}"[:500]) from exc
+        answer = await post_for(
+            self._client, "rerank", payload, _RerankAnswer, fail=RerankUnavailable, who="rerank provider"
+        )
         scores: list[float | None] = [None] * len(documents)
         for ranked in answer.results:
             if ranked.index >= len(documents) or scores[ranked.index] is not None:

@@ -12,9 +12,10 @@ import logging
 from typing import Protocol
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from memvault.config import Settings
+from memvault.retrieval.provider import json_client, post_for
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +69,7 @@ class HyDERewriter:
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.model_id = model
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._client = httpx.AsyncClient(
-            base_url=base_url.rstrip("/") + "/", headers=headers, timeout=timeout_s, transport=transport
-        )
+        self._client = json_client(base_url, api_key, timeout_s, transport)
 
     def _request(self, query: str) -> dict[str, object]:
         # No max_tokens: newer OpenAI models refuse it in favour of max_completion_tokens, which
@@ -86,14 +84,14 @@ class HyDERewriter:
         }
 
     async def rewrite(self, query: str) -> str:
-        try:
-            r = await self._client.post("chat/completions", json=self._request(query))
-            r.raise_for_status()
-            answer = _Completion.model_validate_json(r.content)
-        except httpx.HTTPError as exc:
-            raise RewriteUnavailable(f"rewrite provider failed: {type(exc).__name__}: {exc}"[:500]) from exc
-        except ValidationError as exc:
-            raise RewriteUnavailable(f"rewrite provider answered malformed JSON: {exc}"[:500]) from exc
+        answer = await post_for(
+            self._client,
+            "chat/completions",
+            self._request(query),
+            _Completion,
+            fail=RewriteUnavailable,
+            who="rewrite provider",
+        )
         passage = (answer.choices[0].message.content or "").strip() if answer.choices else ""
         if not passage:
             raise RewriteUnavailable("rewrite provider answered no text")
