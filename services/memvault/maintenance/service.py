@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memvault.audit import repository as audit
+from memvault.db.session import TenantTx
 from memvault.errors import InvalidInput
 from memvault.facade import FacadeBase
 from memvault.jobs import repository as jobs_repo
@@ -122,29 +123,11 @@ class MaintenanceOps(FacadeBase):
         """Queue maintenance of a namespace: the named steps (dedup, decay, promote, reembed) run in
         order within ``budget_ms``; the job's result reports what each did."""
         p.require("write", ns)
-        steps = [s.value for s in body.jobs]
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
-            job, _ = await jobs_repo.create(
-                tx.session,
-                p.tenant_id,
-                namespace_id=namespace.id,
-                kind=ORGANIZE,
-                payload={"namespace": ns, "jobs": steps, "budget_ms": body.budget_ms},
-                job_key=None,  # each request is new work; Idempotency-Key covers retries
-                created_by=p.subject,
-            )
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
-                "namespace.organize",
-                namespace_id=namespace.id,
-                target_id=str(job.id),
-                detail={"jobs": steps, "budget_ms": body.budget_ms},
-            )
-            job_id = job.id
-            tx.after_commit(lambda: self._jobs.dispatch(p.tenant_id, job_id, ORGANIZE))
+            # No job key: each request is new work; Idempotency-Key covers retries.
+            job_id = await self._queue_organize(tx, p, namespace.id, ns, body)
+        assert job_id is not None  # without a job key a job is always created
         return OrganizeOut(job_id=job_id, jobs=body.jobs, budget_ms=body.budget_ms)
 
     # ---- periodic maintenance ----------------------------------------------------------------
@@ -180,35 +163,48 @@ class MaintenanceOps(FacadeBase):
             name, settings = claimed
             schedule = MaintenanceSchedule.model_validate(settings["maintenance"])
             slot = schedule_slot(now, schedule.every_minutes)
-            steps = [s.value for s in schedule.jobs]
-            job, created = await jobs_repo.create(
-                tx.session,
-                p.tenant_id,
-                namespace_id=namespace_id,
-                kind=ORGANIZE,
-                payload={
-                    "namespace": name,
-                    "jobs": steps,
-                    "budget_ms": schedule.budget_ms,
-                    "schedule": slot.isoformat(),
-                },
-                # Job keys are unique per tenant, so the namespace is part of the run's name.
-                job_key=f"schedule:{namespace_id}:{schedule.every_minutes}m:{slot:%Y-%m-%dT%H:%MZ}",
-                created_by=p.subject,
-            )
-            if not created:
-                return None
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
-                "namespace.organize",
-                namespace_id=namespace_id,
-                target_id=str(job.id),
-                detail={"jobs": steps, "budget_ms": schedule.budget_ms, "schedule": slot.isoformat()},
-            )
-            job_id = job.id
-            tx.after_commit(lambda: self._jobs.dispatch(p.tenant_id, job_id, ORGANIZE))
+            # Job keys are unique per tenant, so the namespace is part of the run's name.
+            key = f"schedule:{namespace_id}:{schedule.every_minutes}m:{slot:%Y-%m-%dT%H:%MZ}"
+            job_id = await self._queue_organize(tx, p, namespace_id, name, schedule, job_key=key, slot=slot)
+        return job_id
+
+    async def _queue_organize(
+        self,
+        tx: TenantTx,
+        p: Principal,
+        namespace_id: uuid.UUID,
+        name: str,
+        request: OrganizeIn,
+        *,
+        job_key: str | None = None,
+        slot: datetime | None = None,
+    ) -> uuid.UUID | None:
+        """Create an organize job, audit it and dispatch it after commit: for a request, or for a
+        scheduled run (``slot``). None when ``job_key`` names a run that already has its job."""
+        steps = [s.value for s in request.jobs]
+        extra = {"schedule": slot.isoformat()} if slot is not None else {}
+        job, created = await jobs_repo.create(
+            tx.session,
+            p.tenant_id,
+            namespace_id=namespace_id,
+            kind=ORGANIZE,
+            payload={"namespace": name, "jobs": steps, "budget_ms": request.budget_ms, **extra},
+            job_key=job_key,
+            created_by=p.subject,
+        )
+        if not created:
+            return None
+        await audit.record(
+            tx.session,
+            p.tenant_id,
+            p.subject,
+            "namespace.organize",
+            namespace_id=namespace_id,
+            target_id=str(job.id),
+            detail={"jobs": steps, "budget_ms": request.budget_ms, **extra},
+        )
+        job_id = job.id
+        tx.after_commit(lambda: self._jobs.dispatch(p.tenant_id, job_id, ORGANIZE))
         return job_id
 
     # ---- job handlers ------------------------------------------------------------------------
