@@ -68,6 +68,9 @@ class Memory(Base):
     tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english', content)", persisted=True))
     content_hash: Mapped[str] = mapped_column(Text)
 
+    # Insertion order (migration 0009): the tiebreak of session order, since a batch shares
+    # created_at and ids are random.
+    seq: Mapped[int] = mapped_column(BigInteger, Identity())
     access_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     last_accessed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_by: Mapped[str] = mapped_column(Text)

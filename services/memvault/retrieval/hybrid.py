@@ -16,7 +16,23 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Float, Integer, Text, and_, case, cast, func, literal, or_, select, text, true, tuple_, union_all
+from sqlalchemy import (
+    Float,
+    Integer,
+    Text,
+    and_,
+    case,
+    cast,
+    func,
+    literal,
+    or_,
+    select,
+    text,
+    true,
+    tuple_,
+    union,
+    union_all,
+)
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
@@ -70,6 +86,30 @@ def _decay(age_s, half_life_s: float):  # type: ignore[no-untyped-def]
     return func.exp(-LN2 * func.greatest(age_s, 0.0) / half_life_s)
 
 
+def lexical_scoring(model: Any, query: str, terms: TermStats | None) -> tuple[Any, Any]:
+    """(the tsquery that picks lexical candidates, the expression scoring a row of ``model``).
+
+    With ``terms`` (the query's lexemes and their frequencies), BM25 with every query word counted
+    once per memory (memories are short; repeats rare): rare words pick the candidates, every word
+    that occurs scores them. Without, PostgreSQL's ts_rank_cd."""
+    picking = terms.matching() if terms is not None else []
+    if terms is None or not picking:
+        tsq = lexical_query(query)
+        return tsq, func.ts_rank_cd(model.tsv, tsq)
+    idf = sum(
+        (case((model.tsv.op("@@")(as_tsquery(lx)), terms.idf(lx)), else_=0.0) for lx, df in terms.df.items() if df),
+        cast(literal(0.0), Float),
+    )
+    norm = (K1 + 1) / (1 + K1 * (1 - B + B * func.length(model.tsv) / max(terms.avg_len, 1.0)))
+    return as_tsquery(*picking), idf * norm
+
+
+def session_order(model: Any) -> tuple[Any, Any]:
+    """A memory's place in its session: valid time, then insertion order (the last two columns of
+    the session index, migration 0009)."""
+    return func.coalesce(model.valid_from, model.created_at), model.seq
+
+
 async def fused_candidates(
     s: AsyncSession,
     model: Any,
@@ -99,20 +139,7 @@ async def fused_candidates(
         {"ef": str(max(64, candidates))},
     )
 
-    picking = terms.matching() if terms is not None else []
-    if terms is not None and picking:
-        # BM25 with every query word counted once per memory (memories are short; repeats rare).
-        # Rare words pick the candidates; every word that occurs scores them.
-        tsq = as_tsquery(*picking)
-        idf = sum(
-            (case((model.tsv.op("@@")(as_tsquery(lx)), terms.idf(lx)), else_=0.0) for lx, df in terms.df.items() if df),
-            cast(literal(0.0), Float),
-        )
-        norm = (K1 + 1) / (1 + K1 * (1 - B + B * func.length(model.tsv) / max(terms.avg_len, 1.0)))
-        lex_score = idf * norm
-    else:
-        tsq = lexical_query(query)
-        lex_score = func.ts_rank_cd(model.tsv, tsq)
+    tsq, lex_score = lexical_scoring(model, query, terms)
     # The word match runs on the full-text index through memvault_word_match (migration 0008):
     # under RLS the planner may not use that index for `tsv @@ query` directly.
     matched = select(func.memvault_word_match(tsq).table_valued("id").render_derived(name="word_match"))
@@ -245,7 +272,12 @@ async def hybrid_search(
     """``fusion="rrf"``: weighted reciprocal rank; the priors (recency, importance, access,
     strength) and the order cue rank only the retrieval head, cues (intent, graph, time window)
     rank every candidate they match. ``fusion="weighted"``: the weighted mean of each channel's
-    value scaled to 0..1 over the candidates (relative score fusion)."""
+    value scaled to 0..1 over the candidates (relative score fusion).
+
+    The context channel adds the memories just before and after each candidate in its session to
+    the candidates, and credits every candidate with how well its session neighbours match the
+    query: conversational evidence is spread over adjacent turns (a question in one, the answer
+    in the next), and a turn whose neighbour matches is likely part of the exchange asked about."""
     started = time.perf_counter()
     where = memories_repo.read_conditions(tenant_id, namespace_id, filters)
     cues = cues or QueryCues()
@@ -264,23 +296,78 @@ async def hybrid_search(
         "intent": cues.intent is not None,
         "graph": bool(entities),
         "time": cues.window is not None or cues.order is not None,
+        "context": True,  # until no candidate turns out to have a session neighbour
     }
     used = {name: w.get(name, 0.0) for name, on in active.items() if on and w.get(name, 0.0) > 0}
+    # A neighbour's match is judged on what retrieval judges: its meaning and its words.
+    own_weights = {name: used[name] for name in ("dense", "lexical") if name in used}
+    if not own_weights:
+        used.pop("context", None)
+    with_context = "context" in used
+    # Only looked for with weight: finding neighbours costs index probes the other channels don't.
+    active["context"] = with_context
 
-    fused = await fused_candidates(
-        s,
-        Memory,
-        where,
-        query=query,
-        query_vector=query_vector,
-        model_id=model_id,
-        candidates=candidates,
-        terms=terms,
+    fused = (
+        select(
+            await fused_candidates(
+                s,
+                Memory,
+                where,
+                query=query,
+                query_vector=query_vector,
+                model_id=model_id,
+                candidates=candidates,
+                terms=terms,
+            )
+        )
+        # Read again by the neighbour lookups: computed once.
+        .cte("fused")
     )
+    if with_context:
+        order_at, order_seq = session_order(Memory)
+        base = (
+            select(fused.c.id, Memory.session_id, order_at.label("ord"), order_seq.label("seq"))
+            .join(Memory, (Memory.id == fused.c.id) & (Memory.tenant_id == tenant_id))
+            .where(Memory.session_id.is_not(None))
+            .cte("base")
+        )
+
+        def adjacent(before: bool):  # type: ignore[no-untyped-def]
+            # One probe of the session index per candidate and side, under the search's own rules.
+            mine, theirs = tuple_(*session_order(Memory)), tuple_(base.c.ord, base.c.seq)
+            step = (
+                select(Memory.id.label("id"))
+                .where(
+                    # Sessions belong to one namespace. Spelled out (the scope chain's ORs also
+                    # say it) so that the session index serves the probe.
+                    Memory.tenant_id == tenant_id,
+                    Memory.namespace_id == namespace_id,
+                    Memory.session_id == base.c.session_id,
+                    mine < theirs if before else mine > theirs,
+                    *where,
+                )
+                .order_by(*(c.desc() if before else c for c in session_order(Memory)))
+                .limit(1)
+                .lateral("step")
+            )
+            return select(base.c.id.label("a"), step.c.id.label("b")).select_from(base.join(step, true()))
+
+        edges = union_all(adjacent(True), adjacent(False)).cte("edges")
+        pool_ids = union(select(fused.c.id), select(edges.c.b)).subquery("pool_ids")
+        pool = (
+            select(pool_ids.c.id, fused.c.dense_rank, fused.c.lexical_rank)
+            .outerjoin(fused, fused.c.id == pool_ids.c.id)
+            .subquery("pool")
+        )
+    else:
+        pool = select(fused.c.id, fused.c.dense_rank, fused.c.lexical_rank).subquery("pool")
     if query_vector is not None:
         cosine = 1 - Memory.embedding.cosine_distance(query_vector)
     else:
         cosine = cast(literal(None), Float)
+    # Every candidate's own word score, including those only meaning or a neighbour brought in.
+    _, lex_expr = lexical_scoring(Memory, query, terms)
+    lex_score = func.nullif(lex_expr, 0.0)
 
     # ---- signals on the candidates ----
     at = func.coalesce(Memory.valid_from, Memory.created_at)
@@ -322,15 +409,15 @@ async def hybrid_search(
         time_value = func.extract("epoch", at)
     else:
         time_value = cast(literal(None), Float)
-    retrieval = func.coalesce(w["dense"] / (RRF_K + fused.c.dense_rank), 0.0) + func.coalesce(
-        w["lexical"] / (RRF_K + fused.c.lexical_rank), 0.0
+    retrieval = func.coalesce(w["dense"] / (RRF_K + pool.c.dense_rank), 0.0) + func.coalesce(
+        w["lexical"] / (RRF_K + pool.c.lexical_rank), 0.0
     )
     signals = (
         select(
-            fused.c.id,
-            fused.c.dense_rank,
-            fused.c.lexical_rank,
-            fused.c.lex_score,
+            pool.c.id,
+            pool.c.dense_rank,
+            pool.c.lexical_rank,
+            lex_score.label("lex_score"),
             cosine.label("cosine"),
             recency.label("recency"),
             importance.label("importance"),
@@ -339,12 +426,15 @@ async def hybrid_search(
             intent_value.label("intent"),
             graph_value.label("graph"),
             time_value.label("time"),
-            func.count(fused.c.dense_rank).over().label("n_dense"),
-            func.count(fused.c.lexical_rank).over().label("n_lexical"),
+            func.count(pool.c.dense_rank).over().label("n_dense"),
+            func.count(pool.c.lexical_rank).over().label("n_lexical"),
+            (func.count().over() - func.count(func.coalesce(pool.c.dense_rank, pool.c.lexical_rank)).over()).label(
+                "n_context"
+            ),
             retrieval.label("retrieval"),
         )
         # Both the tenant's rows and the system tenant's shared ones can be hits.
-        .join(Memory, (Memory.id == fused.c.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
+        .join(Memory, (Memory.id == pool.c.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
         .subquery("signals")
     )
     # Where each candidate stands on retrieval alone: the priors and the order cue rank only the
@@ -409,7 +499,27 @@ async def hybrid_search(
         share_of_best(sg.access).label("access_rel"),
         share_of_best(sg.strength).label("strength_rel"),
         relative(sg.time, invert=cues.order == "oldest").label("time_rel"),
-    ).subquery("ranked")
+    ).cte("ranked")
+    if with_context:
+        # A memory's own match, for its neighbours: retrieval's channels, weighted as they are.
+        rel = {"dense": ranked.c.dense_rel, "lexical": ranked.c.lexical_rel}
+        own = sum((wt * rel[name] for name, wt in own_weights.items()), cast(literal(0.0), Float)) / sum(
+            own_weights.values()
+        )
+        pairs = union_all(
+            select(edges.c.a.label("x"), edges.c.b.label("y")), select(edges.c.b.label("x"), edges.c.a.label("y"))
+        ).subquery("pairs")
+        near = (
+            select(pairs.c.x.label("id"), func.max(own).label("context"))
+            .join(ranked, ranked.c.id == pairs.c.y)
+            .group_by(pairs.c.x)
+            .subquery("near")
+        )
+        context_value = near.c.context
+        outer = ranked.outerjoin(near, near.c.id == ranked.c.id)
+    else:
+        context_value = cast(literal(None), Float)
+        outer = ranked
     rc = ranked.c
     rank_col = {
         "dense": rc.dense_rank,
@@ -421,6 +531,7 @@ async def hybrid_search(
         "intent": rc.intent_rank,
         "graph": rc.graph_rank,
         "time": rc.time_rank,
+        "context": match_rank(context_value) if with_context else cast(literal(None), Integer),
     }
     value_col = {
         "dense": rc.cosine,
@@ -432,9 +543,10 @@ async def hybrid_search(
         "intent": rc.intent,
         "graph": rc.graph,
         "time": rc.time,
+        "context": context_value,
     }
-    # Values already within 0..1 (recency, importance, intent, graph, a window match) count as
-    # they are; unbounded ones are scaled over the candidates.
+    # Values already within 0..1 (recency, importance, intent, graph, a window match, context)
+    # count as they are; unbounded ones are scaled over the candidates.
     unit_col = {
         "dense": rc.dense_rel,
         "lexical": rc.lexical_rel,
@@ -445,6 +557,7 @@ async def hybrid_search(
         "intent": rc.intent,
         "graph": rc.graph,
         "time": rc.time if cues.window is not None else rc.time_rel,
+        "context": context_value,
     }
     fused_score = cast(literal(0.0), Float)
     if fusion == "weighted":
@@ -459,26 +572,39 @@ async def hybrid_search(
         best_possible = sum(used.values()) / (RRF_K + 1) if used else 1.0
 
     stmt = (
-        select(Memory, fused_score.label("fused_score"), ranked)
+        select(
+            Memory,
+            fused_score.label("fused_score"),
+            *rc,
+            rank_col["context"].label("context_rank"),
+            context_value.label("context_value"),
+            func.count(context_value).over().label("n_near"),
+        )
+        .select_from(outer)
         # A hit is shown, not compared again: its vector and word index stay in the database.
         .options(defer(Memory.embedding), defer(Memory.tsv))
-        .join(ranked, (Memory.id == ranked.c.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
+        .join(Memory, (Memory.id == rc.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
         .order_by(fused_score.desc(), Memory.id)
         .limit(limit)
     )
     rows = (await s.execute(stmt)).all()
+    if with_context and not any(row._mapping["n_near"] for row in rows):
+        # No candidate had a session neighbour: the channel had nothing to say.
+        active["context"] = False
+        best_possible -= used.pop("context") / (RRF_K + 1) if fusion != "weighted" else used.pop("context")
+        best_possible = best_possible or 1.0
     hits = []
-    n_dense = n_lexical = 0
+    n_dense = n_lexical = n_context = 0
     for row in rows:
         m = row[0]
         r = row._mapping
-        n_dense, n_lexical = r["n_dense"], r["n_lexical"]
+        n_dense, n_lexical, n_context = r["n_dense"], r["n_lexical"], r["n_context"]
         channels: dict[str, tuple[int | None, float | None]] = {}
         for name in active:
             if not active[name]:
                 continue
-            rank = r[rank_col[name].name]
-            value = r[value_col[name].name]
+            rank = r["context_rank" if name == "context" else rank_col[name].name]
+            value = r["context_value" if name == "context" else value_col[name].name]
             channels[name] = (rank, None if value is None else round(float(value), 6))
         hits.append(
             Hit(
@@ -499,7 +625,7 @@ async def hybrid_search(
             "lexical": sum(1 for h in hits if h.lexical_rank is not None),
         },
         # The window counts run over every candidate, so any returned row carries them.
-        candidates={"dense": n_dense, "lexical": n_lexical},
+        candidates={"dense": n_dense, "lexical": n_lexical, **({"context": n_context} if active["context"] else {})},
         weights=used,
         fusion=fusion,
         timings_ms={"sql": round(elapsed, 2)},
@@ -516,15 +642,15 @@ async def neighbours_of(
     n: int,
 ) -> dict[uuid.UUID, list[Memory]]:
     """Up to ``n`` memories before and after each memory in its session, in session order (valid
-    time, then record time, then id), under the same visibility rules as the search itself."""
+    time, then insertion order), under the same visibility rules as the search itself."""
     where = memories_repo.read_conditions(tenant_id, namespace_id, filters)
-    order = (func.coalesce(Memory.valid_from, Memory.created_at), Memory.created_at, Memory.id)
+    order = session_order(Memory)
     out: dict[uuid.UUID, list[Memory]] = {}
     for m in memories:
         if m.session_id is None:
             out[m.id] = []
             continue
-        key = (m.valid_from or m.created_at, m.created_at, m.id)
+        key = (m.valid_from or m.created_at, m.seq)
         same = [*where, Memory.tenant_id == tenant_id, Memory.session_id == m.session_id]
         before = (
             await s.scalars(
