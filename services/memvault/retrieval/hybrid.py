@@ -70,6 +70,16 @@ def _decay(age_s, half_life_s: float):  # type: ignore[no-untyped-def]
     return func.exp(-LN2 * func.greatest(age_s, 0.0) / half_life_s)
 
 
+def hnsw_settings(candidates: int) -> dict[str, str]:
+    """The transaction-local HNSW settings a search for ``candidates`` nearest rows runs with."""
+    return {
+        # pgvector 0.8: keep scanning the HNSW graph until enough rows pass the filters, instead of
+        # returning fewer than asked when the tenant's rows are a small part of the index.
+        "hnsw.iterative_scan": "relaxed_order",
+        "hnsw.ef_search": str(max(64, candidates)),
+    }
+
+
 async def fused_candidates(
     s: AsyncSession,
     model: Any,
@@ -82,6 +92,7 @@ async def fused_candidates(
     rank: Any = func.rank,
     terms: TermStats | None = None,
     word_index: bool = True,
+    hnsw_set: bool = False,
 ) -> Any:
     """The candidate stage every hybrid search shares, for any table with ``id``, ``tsv``,
     ``embedding`` and ``embedding_model``: up to ``candidates`` full-text and (with a query vector)
@@ -89,15 +100,14 @@ async def fused_candidates(
     (``dense_rank``, ``lexical_rank``, ``lex_score``) as a subquery named ``fused``. ``rank`` is the
     window function ranking each channel: rank() keeps ties as ties, row_number() breaks them.
     With ``terms`` (the query's lexemes and their frequencies), the lexical channel ranks by BM25;
-    without, by PostgreSQL's ts_rank_cd."""
-    # pgvector 0.8: keep scanning the HNSW graph until enough rows pass the filters, instead of
-    # returning fewer than asked when the tenant's rows are a small part of the index.
-    await s.execute(
-        text(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', :ef, true)"
-        ),
-        {"ef": str(max(64, candidates))},
-    )
+    without, by PostgreSQL's ts_rank_cd. ``hnsw_set``: the transaction already has
+    ``hnsw_settings(candidates)``, so they cost no round trip of their own here."""
+    if not hnsw_set:
+        settings = hnsw_settings(candidates)
+        await s.execute(
+            text("SELECT set_config('hnsw.iterative_scan', :scan, true), set_config('hnsw.ef_search', :ef, true)"),
+            {"scan": settings["hnsw.iterative_scan"], "ef": settings["hnsw.ef_search"]},
+        )
 
     picking = terms.matching() if terms is not None else []
     if terms is not None and picking:
@@ -241,6 +251,7 @@ async def hybrid_search(
     half_life_days: float = 30.0,
     strength_half_life_days: float = 30.0,
     terms: TermStats | None = None,
+    hnsw_set: bool = False,
 ) -> SearchOutcome:
     """``fusion="rrf"``: weighted reciprocal rank; the priors (recency, importance, access,
     strength) and the order cue rank only the retrieval head, cues (intent, graph, time window)
@@ -276,6 +287,7 @@ async def hybrid_search(
         model_id=model_id,
         candidates=candidates,
         terms=terms,
+        hnsw_set=hnsw_set,
     )
     if query_vector is not None:
         cosine = 1 - Memory.embedding.cosine_distance(query_vector)
