@@ -18,6 +18,7 @@ from typing import Any
 
 from sqlalchemy import Float, Integer, Text, and_, case, cast, func, literal, or_, select, text, true, tuple_, union_all
 from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
@@ -207,26 +208,29 @@ async def entities_named(
         _normalised_name(Entity.name).in_(grams),
         select(literal(1)).where(_normalised_name(alias).in_(grams)).exists(),
     )
-    found = (
-        await s.execute(
-            select(Entity.id, Entity.name)
-            .where(Entity.tenant_id == tenant_id, Entity.namespace_id == namespace_id, said)
-            .order_by(Entity.name)
-        )
-    ).all()
+    # The entities said and the relations touching them in one round trip: a row per entity
+    # with its name, then a row per relation with its two ends and no name.
+    said_ids = (
+        select(Entity.id, Entity.name)
+        .where(Entity.tenant_id == tenant_id, Entity.namespace_id == namespace_id, said)
+        .cte("said")
+    )
+    touching = select(said_ids.c.id)
+    both = union_all(
+        select(said_ids.c.id, said_ids.c.name, cast(literal(None), PG_UUID).label("other")),
+        select(Relation.source_id, cast(literal(None), Text), Relation.target_id).where(
+            Relation.tenant_id == tenant_id,
+            Relation.namespace_id == namespace_id,
+            or_(Relation.source_id.in_(touching), Relation.target_id.in_(touching)),
+            valid_at_condition(at),
+        ),
+    )
+    rows = (await s.execute(both.order_by(both.selected_columns.name.nulls_last()))).all()
+    found = [r for r in rows if r.name is not None]
     named = tuple(e.id for e in found)
     if not named:
         return NamedEntities()
-    ends = (
-        await s.execute(
-            select(Relation.source_id, Relation.target_id).where(
-                Relation.tenant_id == tenant_id,
-                Relation.namespace_id == namespace_id,
-                or_(Relation.source_id.in_(named), Relation.target_id.in_(named)),
-                valid_at_condition(at),
-            )
-        )
-    ).all()
+    ends = [(r.id, r.other) for r in rows if r.name is None]
     related = {e for pair in ends for e in pair} - set(named)
     return NamedEntities(named=named, related=tuple(sorted(related)), names=tuple(e.name for e in found))
 
