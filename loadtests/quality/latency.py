@@ -3,6 +3,7 @@ plus generated filler, on the embedded PostgreSQL and the local MiniLM; one clie
 
     HF_HUB_OFFLINE=1 .venv/bin/python loadtests/quality/latency.py [--memories 100000]
         [--conversation conv-42] [--queries 600] [--weights JSON] [--extra JSON] [--settings JSON] [--out PATH]
+        [--keep DIR]
 
 Embedding 100,000 texts with MiniLM runs at 90-170 texts/s here (10-20 minutes), so the filler is
 made from real text without embedding each row:
@@ -153,6 +154,60 @@ def bulk_insert(
     return seconds
 
 
+async def build_namespace(
+    api: Any,
+    embedder: Any,
+    p: Any,
+    urls: Any,
+    data: list[dict[str, Any]],
+    conv: dict[str, Any],
+    n_filler: int,
+    rng: random.Random,
+    args: argparse.Namespace,
+) -> tuple[dict[str, float], dict[str, float]]:
+    """The namespace of the conversation plus ``n_filler`` filler rows (module docstring). Returns
+    the seconds of each build step and the filler's fidelity."""
+    import numpy as np
+
+    from memvault.namespaces.schemas import NamespaceIn
+
+    ns = conv["sample_id"]
+    build: dict[str, float] = {}
+    namespace = await api.create_namespace(p, NamespaceIn(name=ns))
+
+    t0 = time.perf_counter()
+    pool = pool_of(data, skip=ns)
+    pool_vectors = np.asarray(await embedder.embed(pool), dtype=np.float32)
+    build[f"embed the pool ({len(pool):,} turns of the other conversations)"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    texts, vectors = make_filler(pool, pool_vectors, n_filler, rng, args.noise)
+    build[f"make {n_filler:,} filler rows"] = time.perf_counter() - t0
+    sample = rng.sample(range(n_filler), min(args.fidelity, n_filler))
+    real = np.asarray(await embedder.embed([texts[k] for k in sample]), dtype=np.float32)
+    cos = cosine_rows(vectors[sample], real)
+    fidelity = {
+        "sample": len(sample),
+        "mean": float(cos.mean()),
+        "p5": float(np.percentile(cos, 5)),
+        "min": float(cos.min()),
+    }
+
+    conninfo = urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)
+    span = (min(m["valid_from"] for m in memories_of(conv)) - timedelta(days=365), reference_time(conv))
+    steps = await asyncio.to_thread(
+        bulk_insert, conninfo, p.tenant_id, namespace.id, texts, vectors, embedder.model_id, span, rng
+    )
+    build.update({f"{k} (filler)" if k == "copy" else k: v for k, v in steps.items()})
+    del texts, vectors
+
+    t0 = time.perf_counter()
+    await ingest(api, p, ns, conv)
+    build[f"store {len(memories_of(conv))} conversation turns through the facade"] = time.perf_counter() - t0
+    build["total"] = sum(build.values())
+    return build, fidelity
+
+
 def relation_sizes(conninfo: str) -> dict[str, str]:
     import psycopg
 
@@ -201,7 +256,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"recall@10 of the conversation's questions ({r['recall_questions']} scored) among the {r['memories']:,}: "
         f"{r['recall@10']:.3f}",
         "",
-        "| build | seconds |",
+        "| build" + (" (reused from an earlier run)" if r.get("build_reused") else "") + " | seconds |",
         "|---|---|",
     ]
     lines += [f"| {step} | {s:.1f} |" for step, s in b.items()]
@@ -230,11 +285,15 @@ async def main() -> int:
     parser.add_argument("--settings", default=None, help="server Settings overrides as JSON")
     parser.add_argument("--seed", type=int, default=4)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="build the database in this directory and keep it; a later run with the same build arguments "
+        "reuses it instead of building again (the earlier runs' searches have counted accesses there)",
+    )
     args = parser.parse_args()
 
-    import numpy as np
-
-    from memvault.namespaces.schemas import NamespaceIn
     from memvault.principal import Principal
     from memvault.retrieval.schemas import SearchIn
 
@@ -247,56 +306,39 @@ async def main() -> int:
     n_own = len(memories_of(conv))
     n_filler = args.memories - n_own
     ref = reference_time(conv)
-    first = min(m["valid_from"] for m in memories_of(conv))
     own = questions_of(conv)
     others = [q for c in data if c is not conv for q in questions_of(c)]
     rng.shuffle(others)
     timed = (own + others)[: args.queries]
     warm = others[max(0, args.queries - len(own)) :][: args.warmup]
-    build: dict[str, float] = {}
 
     request: dict[str, Any] = json.loads(args.extra) if args.extra else {}
     if args.weights:
         request["weights"] = {**request.get("weights", {}), **json.loads(args.weights)}
     overrides = json.loads(args.settings) if args.settings else {}
 
-    async with embedded_app("memvault-latency-", **overrides) as stack:
+    built = {"conversation": ns, "memories": args.memories, "seed": args.seed, "noise": args.noise}
+    state = args.keep / "built.json" if args.keep else None
+    reused = None
+    if state is not None and state.exists():
+        reused = json.loads(state.read_text())
+        if {k: reused.get(k) for k in built} != built:
+            parser.error(f"{args.keep} holds another build ({state.read_text()}); remove it or pick another --keep")
+
+    async with embedded_app("memvault-latency-", keep=args.keep, **overrides) as stack:
         api, embedder = stack.api, stack.embedder
-        tenant = await api.create_tenant(f"latency-{uuid.uuid4().hex[:8]}")
-        p = Principal.system(tenant.id, subject="bench")
-        namespace = await api.create_namespace(p, NamespaceIn(name=ns))
-
-        t0 = time.perf_counter()
-        pool = pool_of(data, skip=ns)
-        pool_vectors = np.asarray(await embedder.embed(pool), dtype=np.float32)
-        build[f"embed the pool ({len(pool):,} turns of the other conversations)"] = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        texts, vectors = make_filler(pool, pool_vectors, n_filler, rng, args.noise)
-        build[f"make {n_filler:,} filler rows"] = time.perf_counter() - t0
-        sample = rng.sample(range(n_filler), min(args.fidelity, n_filler))
-        real = np.asarray(await embedder.embed([texts[k] for k in sample]), dtype=np.float32)
-        cos = cosine_rows(vectors[sample], real)
-        fidelity = {
-            "sample": len(sample),
-            "mean": float(cos.mean()),
-            "p5": float(np.percentile(cos, 5)),
-            "min": float(cos.min()),
-        }
-
-        conninfo = stack.urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)
-        span = (first - timedelta(days=365), ref)
-        steps = await asyncio.to_thread(
-            bulk_insert, conninfo, tenant.id, namespace.id, texts, vectors, embedder.model_id, span, rng
-        )
-        build.update({f"{k} (filler)" if k == "copy" else k: v for k, v in steps.items()})
-        del texts, vectors
-
-        t0 = time.perf_counter()
-        await ingest(api, p, ns, conv)
-        build[f"store {n_own} conversation turns through the facade"] = time.perf_counter() - t0
-        build["total"] = sum(build.values())
+        if reused is not None:
+            p = Principal.system(uuid.UUID(reused["tenant_id"]), subject="bench")
+            build, fidelity = reused["build_s"], reused["fidelity"]
+        else:
+            tenant = await api.create_tenant(f"latency-{uuid.uuid4().hex[:8]}")
+            p = Principal.system(tenant.id, subject="bench")
+            build, fidelity = await build_namespace(api, embedder, p, stack.urls, data, conv, n_filler, rng, args)
+            if state is not None:
+                saved = {**built, "tenant_id": str(tenant.id), "build_s": build, "fidelity": fidelity}
+                state.write_text(json.dumps(saved))
         count = (await api.get_namespace(p, ns)).memory_count
+        conninfo = stack.urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)
 
         async def search(text: str) -> tuple[float, dict[str, float], list[str | None]]:
             t = time.perf_counter()
@@ -340,6 +382,7 @@ async def main() -> int:
         "recall@10": sum(recalls) / len(recalls) if recalls else 0.0,
         "recall_questions": len(recalls),
         "build_s": build,
+        "build_reused": reused is not None,
         "fidelity": fidelity,
         "sizes": sizes,
         "load_before": [round(x, 2) for x in load_before],

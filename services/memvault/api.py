@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from sqlalchemy import false, null
+
 from memvault import __version__
 from memvault.audit import repository as audit
 from memvault.audit.schemas import AuditEntryOut, AuditPage
@@ -45,8 +47,8 @@ from memvault.portability.service import PortabilityOps
 from memvault.principal import OPERATOR, Principal
 from memvault.retrieval.context import ContextIn, ContextOut, pack
 from memvault.retrieval.cues import analyse
-from memvault.retrieval.hybrid import NamedEntities, entities_named, hybrid_search, neighbours_of
-from memvault.retrieval.lexical import query_lexemes
+from memvault.retrieval.hybrid import NamedEntities, entities_named, hnsw_settings, hybrid_search, neighbours_of
+from memvault.retrieval.lexical import lexemes_of
 from memvault.retrieval.schemas import (
     DEFAULT_FUSION,
     ChannelSignal,
@@ -361,12 +363,33 @@ class NamespaceAPI(
         )
         # The rewrite changes only the dense channel's vector: the lexical channel keeps the user's words.
         qvec = await second.query_vector(req.query, qvec, self._embedder)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        candidates = max(50, req.limit * 5)
+        bm25 = self._settings.search_lexical == "bm25"
+        settings = {
+            # The model probe and the word match are SQL functions (migration 0008) whose plans
+            # PostgreSQL keeps per connection; after five calls it may switch to a generic plan,
+            # which for the probe scans the whole namespace (~100 ms at 100,000 memories).
+            "plan_cache_mode": "force_custom_plan",
+            # The only write is the access count: a crash may lose the last moment's counts, never
+            # a memory, so the commit need not wait for the WAL to reach the disk.
+            "synchronous_commit": "off",
+            **hnsw_settings(candidates),
+        }
+        async with self._db.tenant_tx(p.tenant_id, settings=settings) as tx:
+            # The namespace, the model probe and the query's words in one round trip.
+            model_probe = maintenance_repo.other_model_probe(Namespace.id, self._embedder.model_id)
+            found = await ns_repo.by_name_with(
+                tx.session,
+                p.tenant_id,
+                ns,
+                model_probe if qvec is not None else false(),
+                lexemes_of(req.query) if bm25 else null(),
+            )
+            if found is None:
+                raise NamespaceNotFound(f"No namespace named '{ns}'.")
+            namespace, other_model, lexemes = found
             # Rows of another model are invisible to the dense channel until re-embedded: say so.
-            if qvec is not None and await maintenance_repo.has_other_model(
-                tx.session, p.tenant_id, namespace.id, self._embedder.model_id
-            ):
+            if other_model:
                 failures.append("embedding_model_mismatch")
             cues = analyse(req.query, req.reference_time)
             defaults = NamespaceSettings.model_validate(namespace.settings or {}).search or SearchSettings()
@@ -383,9 +406,8 @@ class NamespaceAPI(
                 else NamedEntities()
             )
             terms = None
-            if self._settings.search_lexical == "bm25":
-                lexemes = await query_lexemes(tx.session, req.query)
-                terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, lexemes)
+            if bm25:
+                terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, sorted(lexemes or []))
             outcome = await hybrid_search(
                 tx.session,
                 tenant_id=p.tenant_id,
@@ -395,7 +417,7 @@ class NamespaceAPI(
                 model_id=self._embedder.model_id,
                 filters=req.filters,
                 limit=second.fetch(req.limit),
-                candidates=max(50, req.limit * 5),
+                candidates=candidates,
                 head=max(10, req.limit),
                 weights=weights,
                 fusion=req.fusion or defaults.fusion or DEFAULT_FUSION,
@@ -405,6 +427,7 @@ class NamespaceAPI(
                 half_life_days=self._settings.search_recency_half_life_days,
                 strength_half_life_days=self._settings.decay_half_life_days,
                 terms=terms,
+                hnsw_set=True,
             )
             hits = outcome.hits
             min_score_applied = req.min_score is not None and qvec is not None

@@ -10,8 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import errors
+from sqlalchemy import text
 
 from memvault.api import NamespaceAPI
+from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.entities.schemas import EntityIn, RelationIn
 from memvault.events.schemas import EventsIn, MessageIn
@@ -333,6 +335,22 @@ class TestSettingIsTransactionLocal:
 
             assert await rows_of(app_conn, "memories", tenant_a) == 0
             assert await rows_of(app_conn, "memories", tenant_b) == 2
+
+
+class TestTenantTransactionSettings:
+    async def test_extra_settings_hold_for_that_transaction_only(self, pg_urls: DatabaseUrls, tenant_a: Tenant) -> None:
+        # One pooled connection, so the second transaction runs on the first one's connection.
+        db = Database(pg_urls, pool_size=1)
+        shown = "SELECT current_setting('app.tenant_id', true), current_setting('synchronous_commit')"
+        try:
+            async with db.tenant_tx(tenant_a.id, settings={"synchronous_commit": "off"}) as tx:
+                assert tuple((await tx.session.execute(text(shown))).one()) == (str(tenant_a.id), "off")
+                assert await tx.session.scalar(text("SELECT count(*) FROM namespaces")) > 0
+            async with db.unscoped() as s:
+                assert tuple((await s.execute(text(shown))).one()) in (("", "on"), (None, "on"))
+                assert await s.scalar(text("SELECT count(*) FROM namespaces")) == 0
+        finally:
+            await db.dispose()
 
 
 class TestAppRole:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -59,18 +59,25 @@ class Database:
         self._owner_sessions = async_sessionmaker(self.owner_engine, expire_on_commit=False)
 
     @asynccontextmanager
-    async def tenant_tx(self, tenant_id: uuid.UUID, *, snapshot: bool = False) -> AsyncIterator[TenantTx]:
+    async def tenant_tx(
+        self, tenant_id: uuid.UUID, *, snapshot: bool = False, settings: Mapping[str, str] | None = None
+    ) -> AsyncIterator[TenantTx]:
         """A transaction in which row-level security admits only ``tenant_id``'s rows.
 
         ``set_config(..., true)`` is transaction-local, so a pooled connection never carries the
-        tenant into the next request. Callbacks registered with ``after_commit`` run only after a
-        successful commit; an exception rolls back and drops them.
+        tenant into the next request. ``settings``: more transaction-local settings, made in the
+        same round trip. Callbacks registered with ``after_commit`` run only after a successful
+        commit; an exception rolls back and drops them.
         """
         async with self._sessions() as session, session.begin():
             if snapshot:
                 # One consistent view across many statements (an export that pages through tables).
                 await session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
-            await session.execute(text("SELECT set_config('app.tenant_id', :tid, true)"), {"tid": str(tenant_id)})
+            params: dict[str, str] = {}
+            for i, (name, value) in enumerate([("app.tenant_id", str(tenant_id)), *(settings or {}).items()]):
+                params[f"k{i}"], params[f"v{i}"] = name, value
+            calls = ", ".join(f"set_config(:k{i}, :v{i}, true)" for i in range(len(params) // 2))
+            await session.execute(text(f"SELECT {calls}"), params)
             tx = TenantTx(session, tenant_id)
             yield tx
         for fn in tx._after_commit:

@@ -268,14 +268,14 @@ async def promote_reinforced(
     )
 
 
-async def has_other_model(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, model_id: str) -> bool:
-    """Whether some live memory of the namespace has no vector of ``model_id``: three probes of
-    ix_memories_model (below, above, NULL) instead of a scan of the namespace, since every search
-    asks. Through memvault_has_other_model (migration 0008): under RLS the planner may not use
-    the index for a text comparison. ``tenant_id`` is the transaction's (the function reads it
-    from ``app.tenant_id``)."""
-    found = await s.scalar(select(func.memvault_has_other_model(namespace_id, model_id)))
-    return bool(found)
+def other_model_probe(namespace_id: Any, model_id: str):  # type: ignore[no-untyped-def]
+    """Whether some live memory of the namespace has no vector of ``model_id``, as a boolean
+    expression (``namespace_id`` a value or a column): three probes of ix_memories_model (below,
+    above, NULL) instead of a scan of the namespace, since every search asks. Through
+    memvault_has_other_model (migration 0008): under RLS the planner may not use the index for a
+    text comparison. The function reads the tenant from ``app.tenant_id``; its plan is only good
+    for the values given (a generic plan scans the namespace), see NamespaceAPI.search."""
+    return func.memvault_has_other_model(namespace_id, model_id)
 
 
 async def count_other_model(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, model_id: str) -> int:

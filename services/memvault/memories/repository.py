@@ -3,6 +3,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, case, delete, exists, func, insert, or_, select, text, true, update
@@ -96,7 +97,14 @@ def filter_conditions(f: MemoryFilters | None) -> list[ColumnElement[bool]]:
 def read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters | None) -> list[Any]:
     """Everything a list or search applies inside SQL: the scope chain, time, lifecycle, filters,
     and narrowest-scope-wins for memories that share type and key."""
-    f = f or MemoryFilters()
+    # Building these costs a few milliseconds of Python per search, and they depend on nothing
+    # but the arguments (SQL expressions are immutable, so statements can share them).
+    return list(_read_conditions(tenant_id, namespace_id, (f or MemoryFilters()).model_dump_json()))
+
+
+@lru_cache(maxsize=1024)
+def _read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters_json: str) -> tuple[Any, ...]:
+    f = MemoryFilters.model_validate_json(filters_json)
     narrower = aliased(Memory)
     shadowed = exists().where(
         narrower.key == Memory.key,
@@ -106,12 +114,12 @@ def read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilt
         _chain(narrower, tenant_id, namespace_id, f, strict=True),
         *_time(narrower, f),
     )
-    return [
+    return (
         _chain(Memory, tenant_id, namespace_id, f, strict=False),
         *_time(Memory, f),
         *filter_conditions(f),
         or_(Memory.key.is_(None), ~shadowed),
-    ]
+    )
 
 
 def owner_of(scope: str, user_id: str | None, session_id: str | None) -> str:

@@ -34,6 +34,7 @@ from sqlalchemy import (
     union_all,
 )
 from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
@@ -90,6 +91,16 @@ def _decay(age_s, half_life_s: float):  # type: ignore[no-untyped-def]
     return func.exp(-LN2 * func.greatest(age_s, 0.0) / half_life_s)
 
 
+def hnsw_settings(candidates: int) -> dict[str, str]:
+    """The transaction-local HNSW settings a search for ``candidates`` nearest rows runs with."""
+    return {
+        # pgvector 0.8: keep scanning the HNSW graph until enough rows pass the filters, instead of
+        # returning fewer than asked when the tenant's rows are a small part of the index.
+        "hnsw.iterative_scan": "relaxed_order",
+        "hnsw.ef_search": str(max(64, candidates)),
+    }
+
+
 def lexical_scoring(model: Any, query: str, terms: TermStats | None) -> tuple[Any, Any]:
     """(the tsquery that picks lexical candidates, the expression scoring a row of ``model``).
 
@@ -126,6 +137,7 @@ async def fused_candidates(
     rank: Any = func.rank,
     terms: TermStats | None = None,
     word_index: bool = True,
+    hnsw_set: bool = False,
 ) -> Any:
     """The candidate stage every hybrid search shares, for any table with ``id``, ``tsv``,
     ``embedding`` and ``embedding_model``: up to ``candidates`` full-text and (with a query vector)
@@ -133,15 +145,14 @@ async def fused_candidates(
     (``dense_rank``, ``lexical_rank``, ``lex_score``) as a subquery named ``fused``. ``rank`` is the
     window function ranking each channel: rank() keeps ties as ties, row_number() breaks them.
     With ``terms`` (the query's lexemes and their frequencies), the lexical channel ranks by BM25;
-    without, by PostgreSQL's ts_rank_cd."""
-    # pgvector 0.8: keep scanning the HNSW graph until enough rows pass the filters, instead of
-    # returning fewer than asked when the tenant's rows are a small part of the index.
-    await s.execute(
-        text(
-            "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', :ef, true)"
-        ),
-        {"ef": str(max(64, candidates))},
-    )
+    without, by PostgreSQL's ts_rank_cd. ``hnsw_set``: the transaction already has
+    ``hnsw_settings(candidates)``, so they cost no round trip of their own here."""
+    if not hnsw_set:
+        settings = hnsw_settings(candidates)
+        await s.execute(
+            text("SELECT set_config('hnsw.iterative_scan', :scan, true), set_config('hnsw.ef_search', :ef, true)"),
+            {"scan": settings["hnsw.iterative_scan"], "ef": settings["hnsw.ef_search"]},
+        )
 
     tsq, lex_score = lexical_scoring(model, query, terms)
     # The word match runs on the full-text index through memvault_word_match (migration 0008):
@@ -228,26 +239,29 @@ async def entities_named(
         _normalised_name(Entity.name).in_(grams),
         select(literal(1)).where(_normalised_name(alias).in_(grams)).exists(),
     )
-    found = (
-        await s.execute(
-            select(Entity.id, Entity.name)
-            .where(Entity.tenant_id == tenant_id, Entity.namespace_id == namespace_id, said)
-            .order_by(Entity.name)
-        )
-    ).all()
+    # The entities said and the relations touching them in one round trip: a row per entity
+    # with its name, then a row per relation with its two ends and no name.
+    said_ids = (
+        select(Entity.id, Entity.name)
+        .where(Entity.tenant_id == tenant_id, Entity.namespace_id == namespace_id, said)
+        .cte("said")
+    )
+    touching = select(said_ids.c.id)
+    both = union_all(
+        select(said_ids.c.id, said_ids.c.name, cast(literal(None), PG_UUID).label("other")),
+        select(Relation.source_id, cast(literal(None), Text), Relation.target_id).where(
+            Relation.tenant_id == tenant_id,
+            Relation.namespace_id == namespace_id,
+            or_(Relation.source_id.in_(touching), Relation.target_id.in_(touching)),
+            valid_at_condition(at),
+        ),
+    )
+    rows = (await s.execute(both.order_by(both.selected_columns.name.nulls_last()))).all()
+    found = [r for r in rows if r.name is not None]
     named = tuple(e.id for e in found)
     if not named:
         return NamedEntities()
-    ends = (
-        await s.execute(
-            select(Relation.source_id, Relation.target_id).where(
-                Relation.tenant_id == tenant_id,
-                Relation.namespace_id == namespace_id,
-                or_(Relation.source_id.in_(named), Relation.target_id.in_(named)),
-                valid_at_condition(at),
-            )
-        )
-    ).all()
+    ends = [(r.id, r.other) for r in rows if r.name is None]
     related = {e for pair in ends for e in pair} - set(named)
     return NamedEntities(named=named, related=tuple(sorted(related)), names=tuple(e.name for e in found))
 
@@ -272,6 +286,7 @@ async def hybrid_search(
     half_life_days: float = 30.0,
     strength_half_life_days: float = 30.0,
     terms: TermStats | None = None,
+    hnsw_set: bool = False,
 ) -> SearchOutcome:
     """``fusion="rrf"``: weighted reciprocal rank; the priors (recency, importance, access,
     strength) and the order cue rank only the retrieval head, cues (intent, graph, time window)
@@ -317,12 +332,15 @@ async def hybrid_search(
             await fused_candidates(
                 s,
                 Memory,
-                where,
+                # Implied by the scope chain, but said plainly it lets each word match reach its
+                # row by primary key instead of skipping through every tenant's part of it.
+                [*where, Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID])],
                 query=query,
                 query_vector=query_vector,
                 model_id=model_id,
                 candidates=candidates,
                 terms=terms,
+                hnsw_set=hnsw_set,
             )
         )
         # Read again by the neighbour lookups: computed once.
