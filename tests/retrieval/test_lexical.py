@@ -4,6 +4,8 @@ follows new writes within its lifetime."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -53,6 +55,13 @@ class TestBM25:
         assert values[0][0] == pytest.approx(values[0][1])  # each shares two of three words, one rare each
 
 
+async def otters(client: httpx.AsyncClient, tenant: Tenant, api: object) -> tuple[Any, Any]:
+    """Two otter memories in the tenant's default namespace; the database and that namespace."""
+    await store_many(client, tenant, ["Otter pool", "Otter slide"])
+    ns = await api.get_namespace(await api.authenticate(tenant.key), "default")  # type: ignore[attr-defined]
+    return api._db, ns  # type: ignore[attr-defined]
+
+
 class TestTermStats:
     def test_idf_falls_as_a_word_gets_common(self) -> None:
         stats = TermStats(n=100, avg_len=8.0, df={"rare": 1, "common": 90, "absent": 0})
@@ -62,9 +71,7 @@ class TestTermStats:
     async def test_counts_are_cached_per_namespace_and_expire(
         self, client: httpx.AsyncClient, tenant_a: Tenant, api: object
     ) -> None:
-        await store_many(client, tenant_a, ["Otter pool", "Otter slide"])
-        db = api._db  # type: ignore[attr-defined]
-        ns = await api.get_namespace(await api.authenticate(tenant_a.key), "default")  # type: ignore[attr-defined]
+        db, ns = await otters(client, tenant_a, api)
         cache = TermStatsCache(ttl_s=3600)
         async with db.tenant_tx(tenant_a.id) as tx:
             first = await cache.stats(tx.session, tenant_a.id, ns.id, ["otter", "pool"])
@@ -80,9 +87,7 @@ class TestTermStats:
     async def test_a_full_cache_starts_over_without_losing_the_words_asked(
         self, client: httpx.AsyncClient, tenant_a: Tenant, api: object
     ) -> None:
-        await store_many(client, tenant_a, ["Otter pool", "Otter slide"])
-        db = api._db  # type: ignore[attr-defined]
-        ns = await api.get_namespace(await api.authenticate(tenant_a.key), "default")  # type: ignore[attr-defined]
+        db, ns = await otters(client, tenant_a, api)
         cache = TermStatsCache(ttl_s=3600, lexemes=2)
         async with db.tenant_tx(tenant_a.id) as tx:
             await cache.stats(tx.session, tenant_a.id, ns.id, ["otter", "pool"])

@@ -589,13 +589,9 @@ async def hybrid_search(
     if fusion == "weighted":
         for name, weight in used.items():
             fused_score = fused_score + weight * func.coalesce(unit_col[name], 0.0)
-        best_possible = sum(used.values()) or 1.0
     else:
         for name, weight in used.items():
             fused_score = fused_score + func.coalesce(weight / (RRF_K + rank_col[name]), 0.0)
-        # Normalised so that rank 1 in every channel that counted scores 1.0: scores read the
-        # same across requests whatever the weights.
-        best_possible = sum(used.values()) / (RRF_K + 1) if used else 1.0
 
     stmt = (
         select(
@@ -617,8 +613,11 @@ async def hybrid_search(
     if with_context and not any(row._mapping["n_near"] for row in rows):
         # No candidate had a session neighbour: the channel had nothing to say.
         active["context"] = False
-        best_possible -= used.pop("context") / (RRF_K + 1) if fusion != "weighted" else used.pop("context")
-        best_possible = best_possible or 1.0
+        used.pop("context")
+    # Normalised so that the best value (weighted) or rank 1 (rrf) in every channel that counted
+    # scores 1.0: scores read the same across requests whatever the weights.
+    total = sum(used.values())
+    best_possible = (total if fusion == "weighted" else total / (RRF_K + 1)) or 1.0
     hits = []
     n_dense = n_lexical = n_context = 0
     for row in rows:
