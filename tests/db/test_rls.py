@@ -488,8 +488,9 @@ class TestSystemScope:
 
 @pytest.mark.usefixtures("data")
 class TestWordMatchFunctions:
-    """memvault_word_match and memvault_word_counts look past RLS to use the full-text index
-    (migration 0008): they must answer only for the tenant set in the transaction."""
+    """memvault_word_match and memvault_word_counts (migration 0008), memvault_word_top and
+    memvault_word_scores (0010) look past RLS to use the full-text index: they must answer only
+    for the tenant set in the transaction."""
 
     async def test_match_returns_only_the_current_tenants_ids(
         self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
@@ -527,3 +528,48 @@ class TestWordMatchFunctions:
 
         assert own == 1
         assert other == 0
+
+    async def test_top_scores_only_the_current_tenants_namespace(
+        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        ns_a = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant_a.id,))
+        ns_b = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant_b.id,))
+        oslo_a, length = (
+            await (
+                await owner_conn.execute(
+                    "SELECT id, length(tsv) FROM memories WHERE tenant_id = %s AND tsv @@ 'oslo'", (tenant_a.id,)
+                )
+            ).fetchall()
+        )[0]
+        top = "SELECT id, score FROM memvault_word_top(%s, 'oslo', ARRAY['oslo']::tsquery[], ARRAY[2.0], 4.0, true, 10)"
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            own = await (await app_conn.execute(top, (ns_a,))).fetchall()
+            # Tenant B's namespace, asked from tenant A: nothing.
+            other = await (await app_conn.execute(top, (ns_b,))).fetchall()
+        async with app_conn.transaction():
+            nobody = await (await app_conn.execute(top, (ns_a,))).fetchall()
+
+        # BM25 of one word with idf 2: 2 (k1 + 1) / (1 + k1 (1 - b + b len / avg)).
+        assert own == [(oslo_a, pytest.approx(2.0 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length / 4.0))))]
+        assert other == [] and nobody == []
+
+    async def test_scores_only_the_current_tenants_rows(
+        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        ids = {
+            tenant.id: [
+                r[0]
+                for r in await (
+                    await owner_conn.execute("SELECT id FROM memories WHERE tenant_id = %s", (tenant.id,))
+                ).fetchall()
+            ]
+            for tenant in (tenant_a, tenant_b)
+        }
+        scores = "SELECT id, score FROM memvault_word_scores(%s, ARRAY['oslo']::tsquery[], ARRAY[2.0], 4.0)"
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            found = dict(await (await app_conn.execute(scores, (ids[tenant_a.id] + ids[tenant_b.id],))).fetchall())
+
+        assert set(found) == set(ids[tenant_a.id])
+        assert sum(1 for v in found.values() if v > 0) == 1  # tenant A's one Oslo memory

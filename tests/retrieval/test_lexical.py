@@ -11,7 +11,7 @@ import pytest
 
 from memvault.retrieval.lexical import TermStats, TermStatsCache
 from tests.conftest import Tenant
-from tests.memories.test_router import search, store_many
+from tests.memories.test_router import search, store, store_many
 
 WORDS_ONLY = {"dense": 0, "lexical": 1}
 
@@ -53,6 +53,21 @@ class TestBM25:
         values = [[r["signals"]["channels"]["lexical"]["value"] for r in out["results"]] for out in (before, after)]
         assert values[0] == values[1]
         assert values[0][0] == pytest.approx(values[0][1])  # each shares two of three words, one rare each
+
+    async def test_a_filter_reaches_past_the_best_unfiltered_matches(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        # Unfiltered, the database returns only the best word matches (twice the 50 candidates),
+        # and the one preference, long and so the weakest of 111 matches, is not among them. A
+        # filter may reject any share of those: filtered, every match is read.
+        await store_many(client, tenant_a, [f"Otter note {i}" for i in range(110)])
+        liked = "Ana likes the otter enclosure best of all the places she visits at the city zoo on weekends"
+        await store(client, tenant_a, liked, type="preference")
+
+        filtered = await search(client, tenant_a, "otter", weights=WORDS_ONLY, filters={"type": ["preference"]})
+
+        assert contents(filtered) == [liked]
+        assert filtered["results"][0]["signals"]["lexical_rank"] == 1
 
 
 async def otters(client: httpx.AsyncClient, tenant: Tenant, api: object) -> tuple[Any, Any]:

@@ -14,13 +14,17 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
+    DateTime,
     Float,
     Integer,
     Text,
     and_,
+    any_,
+    bindparam,
     case,
     cast,
     func,
@@ -33,7 +37,7 @@ from sqlalchemy import (
     union,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
@@ -45,7 +49,8 @@ from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 from memvault.principal import SYSTEM_TENANT_ID
 from memvault.retrieval.cues import QueryCues
-from memvault.retrieval.lexical import K1, B, TermStats, as_tsquery
+from memvault.retrieval.lexical import TermStats, tsquery_text
+from memvault.retrieval.schemas import CHANNELS
 
 RRF_K = 60
 # Priors are ranked on coarse buckets so that near-equal values tie (rank() gives ties one rank):
@@ -81,13 +86,13 @@ class SearchOutcome:
     backend_failures: list[str] = field(default_factory=list)
 
 
-def lexical_query(query: str):  # type: ignore[no-untyped-def]
+def lexical_query(query: Any):  # type: ignore[no-untyped-def]
     """Any of the query's words, not all of them: natural-language questions rarely share every
     word with the memory that answers them. Stop words are dropped by the english parser."""
     return cast(func.replace(cast(func.plainto_tsquery("english", query), Text), "&", "|"), TSQUERY)
 
 
-def _decay(age_s, half_life_s: float):  # type: ignore[no-untyped-def]
+def _decay(age_s, half_life_s: Any):  # type: ignore[no-untyped-def]
     return func.exp(-LN2 * func.greatest(age_s, 0.0) / half_life_s)
 
 
@@ -101,87 +106,50 @@ def hnsw_settings(candidates: int) -> dict[str, str]:
     }
 
 
-def lexical_scoring(model: Any, query: str, terms: TermStats | None) -> tuple[Any, Any]:
-    """(the tsquery that picks lexical candidates, the expression scoring a row of ``model``).
-
-    With ``terms`` (the query's lexemes and their frequencies), BM25 with every query word counted
-    once per memory (memories are short; repeats rare): rare words pick the candidates, every word
-    that occurs scores them. Without, PostgreSQL's ts_rank_cd."""
-    picking = terms.matching() if terms is not None else []
-    if terms is None or not picking:
-        tsq = lexical_query(query)
-        return tsq, func.ts_rank_cd(model.tsv, tsq)
-    idf = sum(
-        (case((model.tsv.op("@@")(as_tsquery(lx)), terms.idf(lx)), else_=0.0) for lx, df in terms.df.items() if df),
-        cast(literal(0.0), Float),
-    )
-    norm = (K1 + 1) / (1 + K1 * (1 - B + B * func.length(model.tsv) / max(terms.avg_len, 1.0)))
-    return as_tsquery(*picking), idf * norm
-
-
 def session_order(model: Any) -> tuple[Any, Any]:
     """A memory's place in its session: valid time, then insertion order (the last two columns of
     the session index, migration 0009)."""
     return func.coalesce(model.valid_from, model.created_at), model.seq
 
 
-async def fused_candidates(
-    s: AsyncSession,
-    model: Any,
-    where: list[Any],
-    *,
-    query: str,
-    query_vector: list[float] | None,
-    model_id: str,
-    candidates: int,
-    rank: Any = func.rank,
-    terms: TermStats | None = None,
-    word_index: bool = True,
-    hnsw_set: bool = False,
-) -> Any:
-    """The candidate stage every hybrid search shares, for any table with ``id``, ``tsv``,
-    ``embedding`` and ``embedding_model``: up to ``candidates`` full-text and (with a query vector)
-    nearest-vector rows passing ``where``, one row per id with its rank in each channel
-    (``dense_rank``, ``lexical_rank``, ``lex_score``) as a subquery named ``fused``. ``rank`` is the
-    window function ranking each channel: rank() keeps ties as ties, row_number() breaks them.
-    With ``terms`` (the query's lexemes and their frequencies), the lexical channel ranks by BM25;
-    without, by PostgreSQL's ts_rank_cd. ``hnsw_set``: the transaction already has
-    ``hnsw_settings(candidates)``, so they cost no round trip of their own here."""
-    if not hnsw_set:
-        settings = hnsw_settings(candidates)
-        await s.execute(
-            text("SELECT set_config('hnsw.iterative_scan', :scan, true), set_config('hnsw.ef_search', :ef, true)"),
-            {"scan": settings["hnsw.iterative_scan"], "ef": settings["hnsw.ef_search"]},
-        )
-
-    tsq, lex_score = lexical_scoring(model, query, terms)
-    # The word match runs on the full-text index through memvault_word_match (migration 0008):
-    # under RLS the planner may not use that index for `tsv @@ query` directly.
-    matched = select(func.memvault_word_match(tsq).table_valued("id").render_derived(name="word_match"))
-    lex_inner = (
-        select(model.id, lex_score.label("lex_score"))
-        .where(*where, model.id.in_(matched) if word_index else true(), model.tsv.op("@@")(tsq))
-        .order_by(lex_score.desc())
-        .limit(candidates)
-        .subquery("lex_inner")
-    )
-    lex_ranked = select(
-        lex_inner.c.id,
-        cast(literal(None), Integer).label("dense_rank"),
-        rank().over(order_by=lex_inner.c.lex_score.desc()).label("lexical_rank"),
-        lex_inner.c.lex_score,
-    )
-    if query_vector is None:
-        return lex_ranked.subquery("fused")
-
+def _dense_inner(model: Any, where: list[Any], query_vector: Any, model_id: Any, candidates: Any) -> Any:
     dist = model.embedding.cosine_distance(query_vector)
-    dense_inner = (
+    return (
         select(model.id, dist.label("dist"))
         .where(*where, model.embedding_model == model_id, model.embedding.is_not(None))
         .order_by(dist)
         .limit(candidates)
         .subquery("dense_inner")
     )
+
+
+def _ts_rank_inner(model: Any, where: list[Any], tsq: Any, candidates: Any, *, word_index: bool) -> Any:
+    """Full-text candidates ranked by PostgreSQL's ts_rank_cd. The word match runs on the full-text
+    index through memvault_word_match (migration 0008): under RLS the planner may not use that
+    index for `tsv @@ query` directly."""
+    score = func.ts_rank_cd(model.tsv, tsq)
+    matched = select(func.memvault_word_match(tsq).table_valued("id").render_derived(name="word_match"))
+    return (
+        select(model.id, score.label("lex_score"))
+        .where(*where, model.id.in_(matched) if word_index else true(), model.tsv.op("@@")(tsq))
+        .order_by(score.desc())
+        .limit(candidates)
+        .subquery("lex_inner")
+    )
+
+
+def _fuse(lex_inner: Any, dense_inner: Any | None, rank: Any) -> Any:
+    """One row per candidate id with its rank in each channel (``dense_rank``, ``lexical_rank``,
+    ``lex_score``), as a subquery named ``fused``. ``rank`` is the window function ranking each
+    channel: rank() keeps ties as ties, row_number() breaks them."""
+    lex_ranked = select(
+        lex_inner.c.id,
+        cast(literal(None), Integer).label("dense_rank"),
+        rank().over(order_by=lex_inner.c.lex_score.desc()).label("lexical_rank"),
+        lex_inner.c.lex_score,
+    )
+    if dense_inner is None:
+        return lex_ranked.subquery("fused")
     dense_ranked = select(
         dense_inner.c.id,
         rank().over(order_by=dense_inner.c.dist).label("dense_rank"),
@@ -201,6 +169,32 @@ async def fused_candidates(
         .group_by(both.c.id)
         .subquery("fused")
     )
+
+
+async def fused_candidates(
+    s: AsyncSession,
+    model: Any,
+    where: list[Any],
+    *,
+    query: str,
+    query_vector: list[float] | None,
+    model_id: str,
+    candidates: int,
+    rank: Any = func.rank,
+    word_index: bool = True,
+) -> Any:
+    """The candidate stage for any table with ``id``, ``tsv``, ``embedding`` and
+    ``embedding_model`` (trace search uses it): up to ``candidates`` full-text rows ranked by
+    ts_rank_cd and (with a query vector) nearest-vector rows passing ``where``, fused by id (see
+    ``_fuse``). Sets the transaction's HNSW settings first."""
+    settings = hnsw_settings(candidates)
+    await s.execute(
+        text("SELECT set_config('hnsw.iterative_scan', :scan, true), set_config('hnsw.ef_search', :ef, true)"),
+        {"scan": settings["hnsw.iterative_scan"], "ef": settings["hnsw.ef_search"]},
+    )
+    lex_inner = _ts_rank_inner(model, where, lexical_query(query), candidates, word_index=word_index)
+    dense_inner = None if query_vector is None else _dense_inner(model, where, query_vector, model_id, candidates)
+    return _fuse(lex_inner, dense_inner, rank)
 
 
 @dataclass(frozen=True)
@@ -266,86 +260,100 @@ async def entities_named(
     return NamedEntities(named=named, related=tuple(sorted(related)), names=tuple(e.name for e in found))
 
 
-async def hybrid_search(
-    s: AsyncSession,
-    *,
-    tenant_id: uuid.UUID,
-    namespace_id: uuid.UUID,
-    query: str,
-    query_vector: list[float] | None,
-    model_id: str,
-    filters: MemoryFilters | None,
-    limit: int,
-    candidates: int,
-    head: int = 10,
-    weights: dict[str, float] | None = None,
-    fusion: str = "rrf",
-    cues: QueryCues | None = None,
-    entities: NamedEntities | None = None,
-    reference_time: datetime | None = None,
-    half_life_days: float = 30.0,
-    strength_half_life_days: float = 30.0,
-    terms: TermStats | None = None,
-    hnsw_set: bool = False,
-) -> SearchOutcome:
-    """``fusion="rrf"``: weighted reciprocal rank; the priors (recency, importance, access,
-    strength) and the order cue rank only the retrieval head, cues (intent, graph, time window)
-    rank every candidate they match. ``fusion="weighted"``: the weighted mean of each channel's
-    value scaled to 0..1 over the candidates (relative score fusion).
+@dataclass(frozen=True)
+class _Shape:
+    """What decides the hybrid statement's SQL; everything else a search varies is a bound
+    parameter. Statements are built once per shape (``_statement``): building one costs more
+    Python (10-15 ms) than PostgreSQL takes to run it. The tenant, namespace and filters are part
+    of the shape because the read conditions carry them (memories.repository.read_conditions)."""
 
-    The context channel adds the memories just before and after each of the best candidates
-    (``CONTEXT_PROBED`` per channel) in its session to the candidates, and credits every
-    candidate with how well its session neighbours match the query: conversational evidence is
-    spread over adjacent turns (a question in one, the answer in the next), and a turn whose
-    neighbour matches is likely part of the exchange asked about."""
-    started = time.perf_counter()
-    where = memories_repo.read_conditions(tenant_id, namespace_id, filters)
-    cues = cues or QueryCues()
-    entities = entities or NamedEntities()
-    ref = reference_time or datetime.now(UTC)
-    half_life_s = half_life_days * 86400.0
-    # Channels take part when they have weight and something to say for this query.
-    w = {"dense": 1.0, "lexical": 1.0, **(weights or {})}
-    active = {
-        "dense": query_vector is not None,
-        "lexical": True,
-        "recency": True,
-        "importance": True,
-        "access": True,
-        "strength": True,
-        "intent": cues.intent is not None,
-        "graph": bool(entities),
-        "time": cues.window is not None or cues.order is not None,
-        "context": True,  # until no candidate turns out to have a session neighbour
-    }
-    used = {name: w.get(name, 0.0) for name, on in active.items() if on and w.get(name, 0.0) > 0}
-    # A neighbour's match is judged on what retrieval judges: its meaning and its words.
-    own_weights = {name: used[name] for name in ("dense", "lexical") if name in used}
-    if not own_weights:
-        used.pop("context", None)
-    with_context = "context" in used
-    # Only looked for with weight: finding neighbours costs index probes the other channels don't.
-    active["context"] = with_context
+    tenant_id: uuid.UUID
+    namespace_id: uuid.UUID
+    filters: str  # MemoryFilters as JSON
+    dense: bool  # a query vector is given
+    bm25: bool  # the query's term statistics are given (else ts_rank_cd)
+    live: bool  # the default filters: live rows of the scope chain, nothing else
+    used: tuple[str, ...]  # channels in the fusion
+    own: tuple[str, ...]  # channels a neighbour's match is judged on (context)
+    fusion: str
+    intent: bool
+    graph: bool
+    time: str | None  # "window", "newest", "oldest"
 
-    fused = (
-        select(
-            await fused_candidates(
-                s,
-                Memory,
-                # Implied by the scope chain, but said plainly it lets each word match reach its
-                # row by primary key instead of skipping through every tenant's part of it.
-                [*where, Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID])],
-                query=query,
-                query_vector=query_vector,
-                model_id=model_id,
-                candidates=candidates,
-                terms=terms,
-                hnsw_set=hnsw_set,
+
+class _P:
+    """The statement's bound parameters, one object each (a name used twice is one parameter)."""
+
+    query_vector = bindparam("query_vector", type_=Memory.embedding.type)
+    model_id = bindparam("model_id", type_=Text)
+    candidates = bindparam("candidates", type_=Integer)
+    query_text = bindparam("query_text", type_=Text)
+    picking = bindparam("picking", type_=Text)
+    lexemes = bindparam("lexemes", type_=ARRAY(Text))
+    idf = bindparam("idf", type_=ARRAY(Float))
+    avg_len = bindparam("avg_len", type_=Float)
+    word_limit = bindparam("word_limit", type_=Integer)
+    ref = bindparam("ref", type_=DateTime(timezone=True))
+    half_life_s = bindparam("half_life_s", type_=Float)
+    strength_half_life_days = bindparam("strength_half_life_days", type_=Float)
+    head = bindparam("head", type_=Integer)
+    limit = bindparam("limit", type_=Integer)
+    intent = bindparam("intent", type_=Text)
+    named = bindparam("named", type_=ARRAY(PG_UUID(as_uuid=True)))
+    linked = bindparam("linked", type_=ARRAY(PG_UUID(as_uuid=True)))
+    window_start = bindparam("window_start", type_=DateTime(timezone=True))
+    window_end = bindparam("window_end", type_=DateTime(timezone=True))
+    weight = {name: bindparam(f"w_{name}", type_=Float) for name in CHANNELS}
+
+
+@dataclass(frozen=True)
+class _Statement:
+    stmt: Any
+    rank_key: dict[str, str]  # channel -> the result column with its rank
+    value_key: dict[str, str]  # channel -> the result column with its value
+
+
+@lru_cache(maxsize=256)
+def _statement(shape: _Shape) -> _Statement:
+    tenant_id, namespace_id = shape.tenant_id, shape.namespace_id
+    where = memories_repo.read_conditions(tenant_id, namespace_id, MemoryFilters.model_validate_json(shape.filters))
+    # Implied by the scope chain, but said plainly it lets each row be reached by primary key
+    # instead of skipping through every tenant's part of the index.
+    visible = Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID])
+    weight = _P.weight
+    with_context = "context" in shape.used
+
+    if shape.bm25:
+        lexemes = cast(_P.lexemes, ARRAY(TSQUERY))
+        # BM25 where the full-text index finds the rows (migration 0010): the best matches of the
+        # scope chain come back scored, and only those are read again here, under RLS and the
+        # read conditions.
+        top = (
+            func.memvault_word_top(
+                namespace_id, cast(_P.picking, TSQUERY), lexemes, _P.idf, _P.avg_len, shape.live, _P.word_limit
             )
+            .table_valued("id", "score")
+            .render_derived(name="word_top")
         )
-        # Read again by the neighbour lookups: computed once.
-        .cte("fused")
+        lex_inner = (
+            select(Memory.id, top.c.score.label("lex_score"))
+            .select_from(top)
+            .join(Memory, (Memory.id == top.c.id) & visible)
+            .where(*where)
+            .order_by(top.c.score.desc(), Memory.id)
+            .limit(_P.candidates)
+            .subquery("lex_inner")
+        )
+    else:
+        lex_inner = _ts_rank_inner(
+            Memory, [*where, visible], lexical_query(_P.query_text), _P.candidates, word_index=True
+        )
+    dense_inner = (
+        _dense_inner(Memory, [*where, visible], _P.query_vector, _P.model_id, _P.candidates) if shape.dense else None
     )
+    # Read again by the neighbour lookups: computed once.
+    fused = select(_fuse(lex_inner, dense_inner, func.rank)).cte("fused")
+
     if with_context:
         order_at, order_seq = session_order(Memory)
         base = (
@@ -379,90 +387,84 @@ async def hybrid_search(
             return select(base.c.id.label("a"), step.c.id.label("b")).select_from(base.join(step, true()))
 
         edges = union_all(adjacent(True), adjacent(False)).cte("edges")
-        pool_ids = union(select(fused.c.id), select(edges.c.b)).subquery("pool_ids")
-        pool = (
-            select(pool_ids.c.id, fused.c.dense_rank, fused.c.lexical_rank)
-            .outerjoin(fused, fused.c.id == pool_ids.c.id)
-            .subquery("pool")
-        )
+        pool_ids = union(select(fused.c.id), select(edges.c.b)).cte("pool_ids")
     else:
-        pool = select(fused.c.id, fused.c.dense_rank, fused.c.lexical_rank).subquery("pool")
-    if query_vector is not None:
-        cosine = 1 - Memory.embedding.cosine_distance(query_vector)
-    else:
-        cosine = cast(literal(None), Float)
+        pool_ids = select(fused.c.id).cte("pool_ids")
+    pool = (
+        select(pool_ids.c.id, fused.c.dense_rank, fused.c.lexical_rank)
+        .outerjoin(fused, fused.c.id == pool_ids.c.id)
+        .subquery("pool")
+    )
+    cosine = 1 - Memory.embedding.cosine_distance(_P.query_vector) if shape.dense else cast(literal(None), Float)
     # Every candidate's own word score, including those only meaning or a neighbour brought in.
-    _, lex_expr = lexical_scoring(Memory, query, terms)
-    lex_score = func.nullif(lex_expr, 0.0)
+    if shape.bm25:
+        scored = (
+            func.memvault_word_scores(
+                select(func.array_agg(pool_ids.c.id)).scalar_subquery(), lexemes, _P.idf, _P.avg_len
+            )
+            .table_valued("id", "score")
+            .render_derived(name="word_scores")
+        )
+        lex_score = func.nullif(scored.c.score, 0.0)
+    else:
+        lex_score = func.nullif(func.ts_rank_cd(Memory.tsv, lexical_query(_P.query_text)), 0.0)
 
     # ---- signals on the candidates ----
     at = func.coalesce(Memory.valid_from, Memory.created_at)
-    epoch = func.extract("epoch", literal(ref) - at)
-    recency = _decay(epoch, half_life_s)
+    epoch = func.extract("epoch", _P.ref - at)
+    recency = _decay(epoch, _P.half_life_s)
     importance = Memory.importance * Memory.confidence
     access = func.ln(1 + Memory.access_count) * func.coalesce(
-        _decay(func.extract("epoch", literal(ref) - Memory.last_accessed_at), half_life_s), 0.0
+        _decay(func.extract("epoch", _P.ref - Memory.last_accessed_at), _P.half_life_s), 0.0
     )
-    strength = memories_repo.strength_of(Memory, now=literal(ref), half_life_days=strength_half_life_days)
-    if cues.intent is not None:
-        intent_value = case((Memory.type == cues.intent, 1.0), else_=0.0)
-    else:
-        intent_value = cast(literal(None), Float)
-    if entities:
+    strength = memories_repo.strength_of(Memory, now=_P.ref, half_life_days=_P.strength_half_life_days)
+    intent_value = case((Memory.type == _P.intent, 1.0), else_=0.0) if shape.intent else cast(literal(None), Float)
+    if shape.graph:
         link = (
-            select(
-                func.max(
-                    case(
-                        (MemoryEntity.entity_id.in_(entities.named or [uuid.UUID(int=0)]), 1.0),
-                        else_=0.5,
-                    )
-                )
-            )
+            select(func.max(case((MemoryEntity.entity_id == any_(_P.named), 1.0), else_=0.5)))
             .where(
                 MemoryEntity.tenant_id == Memory.tenant_id,
                 MemoryEntity.memory_id == Memory.id,
-                MemoryEntity.entity_id.in_([*entities.named, *entities.related]),
+                MemoryEntity.entity_id == any_(_P.linked),
             )
             .scalar_subquery()
         )
         graph_value = func.coalesce(link, 0.0)
     else:
         graph_value = cast(literal(None), Float)
-    if cues.window is not None:
-        start, end = cues.window
-        time_value = case((and_(at >= start, at < end), 1.0), else_=0.0)
-    elif cues.order is not None:
+    if shape.time == "window":
+        time_value = case((and_(at >= _P.window_start, at < _P.window_end), 1.0), else_=0.0)
+    elif shape.time is not None:
         time_value = func.extract("epoch", at)
     else:
         time_value = cast(literal(None), Float)
-    retrieval = func.coalesce(w["dense"] / (RRF_K + pool.c.dense_rank), 0.0) + func.coalesce(
-        w["lexical"] / (RRF_K + pool.c.lexical_rank), 0.0
+    retrieval = func.coalesce(weight["dense"] / (RRF_K + pool.c.dense_rank), 0.0) + func.coalesce(
+        weight["lexical"] / (RRF_K + pool.c.lexical_rank), 0.0
     )
-    signals = (
-        select(
-            pool.c.id,
-            pool.c.dense_rank,
-            pool.c.lexical_rank,
-            lex_score.label("lex_score"),
-            cosine.label("cosine"),
-            recency.label("recency"),
-            importance.label("importance"),
-            access.label("access"),
-            strength.label("strength"),
-            intent_value.label("intent"),
-            graph_value.label("graph"),
-            time_value.label("time"),
-            func.count(pool.c.dense_rank).over().label("n_dense"),
-            func.count(pool.c.lexical_rank).over().label("n_lexical"),
-            (func.count().over() - func.count(func.coalesce(pool.c.dense_rank, pool.c.lexical_rank)).over()).label(
-                "n_context"
-            ),
-            retrieval.label("retrieval"),
-        )
-        # Both the tenant's rows and the system tenant's shared ones can be hits.
-        .join(Memory, (Memory.id == pool.c.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
-        .subquery("signals")
-    )
+    signals = select(
+        pool.c.id,
+        pool.c.dense_rank,
+        pool.c.lexical_rank,
+        lex_score.label("lex_score"),
+        cosine.label("cosine"),
+        recency.label("recency"),
+        importance.label("importance"),
+        access.label("access"),
+        strength.label("strength"),
+        intent_value.label("intent"),
+        graph_value.label("graph"),
+        time_value.label("time"),
+        func.count(pool.c.dense_rank).over().label("n_dense"),
+        func.count(pool.c.lexical_rank).over().label("n_lexical"),
+        (func.count().over() - func.count(func.coalesce(pool.c.dense_rank, pool.c.lexical_rank)).over()).label(
+            "n_context"
+        ),
+        retrieval.label("retrieval"),
+    ).select_from(pool)
+    if shape.bm25:
+        signals = signals.outerjoin(scored, scored.c.id == pool.c.id)
+    # Both the tenant's rows and the system tenant's shared ones can be hits.
+    signals = signals.join(Memory, (Memory.id == pool.c.id) & visible).subquery("signals")
     # Where each candidate stands on retrieval alone: the priors and the order cue rank only the
     # retrieval head, so they reorder what retrieval found relevant instead of pulling an old or
     # merely recent candidate up from far down the list. Window, intent and graph matches count
@@ -474,7 +476,7 @@ async def hybrid_search(
         (signals.c.strength / func.nullif(func.max(signals.c.strength).over(), 0)).label("strength_unit"),
     ).subquery("headed")
     sg = headed.c
-    in_head = sg.head_pos <= head
+    in_head = sg.head_pos <= _P.head
 
     def head_rank(*order):  # type: ignore[no-untyped-def]
         return case((in_head, func.rank().over(partition_by=in_head, order_by=order)), else_=None)
@@ -487,16 +489,17 @@ async def hybrid_search(
         matched = col > 0
         return case((matched, func.dense_rank().over(partition_by=matched, order_by=col.desc())), else_=None)
 
-    intent_rank = case((sg.intent == 1.0, 1), else_=None) if cues.intent is not None else cast(literal(None), Integer)
-    graph_rank = match_rank(sg.graph) if entities else cast(literal(None), Integer)
-    if cues.window is not None:
+    no_rank = cast(literal(None), Integer)
+    intent_rank = case((sg.intent == 1.0, 1), else_=None) if shape.intent else no_rank
+    graph_rank = match_rank(sg.graph) if shape.graph else no_rank
+    if shape.time == "window":
         time_rank = case((sg.time == 1.0, 1), else_=None)
-    elif cues.order == "newest":
+    elif shape.time == "newest":
         time_rank = head_rank(sg.time.desc())
-    elif cues.order == "oldest":
+    elif shape.time == "oldest":
         time_rank = head_rank(sg.time.asc())
     else:
-        time_rank = cast(literal(None), Integer)
+        time_rank = no_rank
 
     # Relative scores for weighted fusion, each channel's value scaled to 0..1 over the candidates.
     # Cosine has no natural zero: min to max. BM25, access and strength do (no match, never
@@ -524,13 +527,13 @@ async def hybrid_search(
         share_of_best(sg.lex_score).label("lexical_rel"),
         share_of_best(sg.access).label("access_rel"),
         share_of_best(sg.strength).label("strength_rel"),
-        relative(sg.time, invert=cues.order == "oldest").label("time_rel"),
+        relative(sg.time, invert=shape.time == "oldest").label("time_rel"),
     ).cte("ranked")
     if with_context:
         # A memory's own match, for its neighbours: retrieval's channels, weighted as they are.
         rel = {"dense": ranked.c.dense_rel, "lexical": ranked.c.lexical_rel}
-        own = sum((wt * rel[name] for name, wt in own_weights.items()), cast(literal(0.0), Float)) / sum(
-            own_weights.values()
+        own = sum((weight[name] * rel[name] for name in shape.own), cast(literal(0.0), Float)) / sum(
+            (weight[name] for name in shape.own), cast(literal(0.0), Float)
         )
         pairs = union_all(
             select(edges.c.a.label("x"), edges.c.b.label("y")), select(edges.c.b.label("x"), edges.c.a.label("y"))
@@ -557,7 +560,7 @@ async def hybrid_search(
         "intent": rc.intent_rank,
         "graph": rc.graph_rank,
         "time": rc.time_rank,
-        "context": match_rank(context_value) if with_context else cast(literal(None), Integer),
+        "context": match_rank(context_value) if with_context else no_rank,
     }
     value_col = {
         "dense": rc.cosine,
@@ -582,16 +585,15 @@ async def hybrid_search(
         "strength": rc.strength_rel,
         "intent": rc.intent,
         "graph": rc.graph,
-        "time": rc.time if cues.window is not None else rc.time_rel,
+        "time": rc.time if shape.time == "window" else rc.time_rel,
         "context": context_value,
     }
     fused_score = cast(literal(0.0), Float)
-    if fusion == "weighted":
-        for name, weight in used.items():
-            fused_score = fused_score + weight * func.coalesce(unit_col[name], 0.0)
-    else:
-        for name, weight in used.items():
-            fused_score = fused_score + func.coalesce(weight / (RRF_K + rank_col[name]), 0.0)
+    for name in shape.used:
+        if shape.fusion == "weighted":
+            fused_score = fused_score + weight[name] * func.coalesce(unit_col[name], 0.0)
+        else:
+            fused_score = fused_score + func.coalesce(weight[name] / (RRF_K + rank_col[name]), 0.0)
 
     stmt = (
         select(
@@ -605,12 +607,129 @@ async def hybrid_search(
         .select_from(outer)
         # A hit is shown, not compared again: its vector and word index stay in the database.
         .options(defer(Memory.embedding), defer(Memory.tsv))
-        .join(Memory, (Memory.id == rc.id) & Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID]))
+        .join(Memory, (Memory.id == rc.id) & visible)
         .order_by(fused_score.desc(), Memory.id)
-        .limit(limit)
+        .limit(_P.limit)
     )
-    rows = (await s.execute(stmt)).all()
-    if with_context and not any(row._mapping["n_near"] for row in rows):
+    return _Statement(
+        stmt=stmt,
+        rank_key={name: "context_rank" if name == "context" else rank_col[name].name for name in CHANNELS},
+        value_key={name: "context_value" if name == "context" else value_col[name].name for name in CHANNELS},
+    )
+
+
+async def hybrid_search(
+    s: AsyncSession,
+    *,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    query: str,
+    query_vector: list[float] | None,
+    model_id: str,
+    filters: MemoryFilters | None,
+    limit: int,
+    candidates: int,
+    head: int = 10,
+    weights: dict[str, float] | None = None,
+    fusion: str = "rrf",
+    cues: QueryCues | None = None,
+    entities: NamedEntities | None = None,
+    reference_time: datetime | None = None,
+    half_life_days: float = 30.0,
+    strength_half_life_days: float = 30.0,
+    terms: TermStats | None = None,
+    hnsw_set: bool = False,
+) -> SearchOutcome:
+    """``fusion="rrf"``: weighted reciprocal rank; the priors (recency, importance, access,
+    strength) and the order cue rank only the retrieval head, cues (intent, graph, time window)
+    rank every candidate they match. ``fusion="weighted"``: the weighted mean of each channel's
+    value scaled to 0..1 over the candidates (relative score fusion).
+
+    The context channel adds the memories just before and after each of the best candidates
+    (``CONTEXT_PROBED`` per channel) in its session to the candidates, and credits every
+    candidate with how well its session neighbours match the query: conversational evidence is
+    spread over adjacent turns (a question in one, the answer in the next), and a turn whose
+    neighbour matches is likely part of the exchange asked about.
+
+    ``hnsw_set``: the transaction already has ``hnsw_settings(candidates)``, so they cost no
+    round trip of their own here."""
+    started = time.perf_counter()
+    cues = cues or QueryCues()
+    entities = entities or NamedEntities()
+    filters = filters or MemoryFilters()
+    # Channels take part when they have weight and something to say for this query.
+    w = {"dense": 1.0, "lexical": 1.0, **(weights or {})}
+    active = {
+        "dense": query_vector is not None,
+        "lexical": True,
+        "recency": True,
+        "importance": True,
+        "access": True,
+        "strength": True,
+        "intent": cues.intent is not None,
+        "graph": bool(entities),
+        "time": cues.window is not None or cues.order is not None,
+        "context": True,  # until no candidate turns out to have a session neighbour
+    }
+    used = {name: w.get(name, 0.0) for name, on in active.items() if on and w.get(name, 0.0) > 0}
+    # A neighbour's match is judged on what retrieval judges: its meaning and its words.
+    own = tuple(name for name in ("dense", "lexical") if name in used)
+    if not own:
+        used.pop("context", None)
+    # Only looked for with weight: finding neighbours costs index probes the other channels don't.
+    active["context"] = "context" in used
+    picking = terms.matching() if terms is not None else []
+    bm25 = terms is not None and bool(picking)
+    live = filters == MemoryFilters()
+    shape = _Shape(
+        tenant_id=tenant_id,
+        namespace_id=namespace_id,
+        filters=filters.model_dump_json(),
+        dense=query_vector is not None,
+        bm25=bm25,
+        live=live,
+        used=tuple(used),
+        own=own,
+        fusion="weighted" if fusion == "weighted" else "rrf",
+        intent=cues.intent is not None,
+        graph=bool(entities),
+        time="window" if cues.window is not None else cues.order,
+    )
+    prepared = _statement(shape)
+    if not hnsw_set:
+        settings = hnsw_settings(candidates)
+        await s.execute(
+            text("SELECT set_config('hnsw.iterative_scan', :scan, true), set_config('hnsw.ef_search', :ef, true)"),
+            {"scan": settings["hnsw.iterative_scan"], "ef": settings["hnsw.ef_search"]},
+        )
+    words = sorted(lx for lx, df in terms.df.items() if df) if terms is not None else []
+    params: dict[str, Any] = {
+        "query_vector": query_vector,
+        "model_id": model_id,
+        "candidates": candidates,
+        "query_text": query,
+        "picking": tsquery_text(*picking) if bm25 else None,
+        "lexemes": [tsquery_text(lx) for lx in words],
+        "idf": [terms.idf(lx) for lx in words] if terms is not None else [],
+        "avg_len": terms.avg_len if terms is not None else 1.0,
+        # Unfiltered, the best matches of the scope chain are the candidates, less the few that a
+        # narrower memory of the same key hides: twice as many leave room for those. Filtered,
+        # every match is read, as filters may reject any share of them.
+        "word_limit": 2 * candidates if live else None,
+        "ref": reference_time or datetime.now(UTC),
+        "half_life_s": half_life_days * 86400.0,
+        "strength_half_life_days": strength_half_life_days,
+        "head": head,
+        "limit": limit,
+        "intent": cues.intent,
+        "named": list(entities.named),
+        "linked": [*entities.named, *entities.related],
+        "window_start": cues.window[0] if cues.window else None,
+        "window_end": cues.window[1] if cues.window else None,
+        **{f"w_{name}": float(w.get(name, 0.0)) for name in CHANNELS},
+    }
+    rows = (await s.execute(prepared.stmt, params)).all()
+    if active["context"] and not any(row._mapping["n_near"] for row in rows):
         # No candidate had a session neighbour: the channel had nothing to say.
         active["context"] = False
         used.pop("context")
@@ -625,12 +744,10 @@ async def hybrid_search(
         r = row._mapping
         n_dense, n_lexical, n_context = r["n_dense"], r["n_lexical"], r["n_context"]
         channels: dict[str, tuple[int | None, float | None]] = {}
-        for name in active:
-            if not active[name]:
-                continue
-            rank = r["context_rank" if name == "context" else rank_col[name].name]
-            value = r["context_value" if name == "context" else value_col[name].name]
-            channels[name] = (rank, None if value is None else round(float(value), 6))
+        for name, on in active.items():
+            if on:
+                value = r[prepared.value_key[name]]
+                channels[name] = (r[prepared.rank_key[name]], None if value is None else round(float(value), 6))
         hits.append(
             Hit(
                 memory=m,

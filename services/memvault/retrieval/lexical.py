@@ -15,8 +15,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from sqlalchemy import cast, func, literal, select
-from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.memories.models import Memory
@@ -103,10 +102,10 @@ class TermStatsCache:
         return TermStats(n=entry.n, avg_len=entry.avg_len, df=known)
 
 
-def as_tsquery(*lexemes: str):  # type: ignore[no-untyped-def]
-    """Lexemes as they are (already stemmed: no second normalisation), any of them matching."""
-    text = " | ".join("'" + lx.replace("\\", "\\\\").replace("'", "''") + "'" for lx in lexemes)
-    return cast(literal(text), TSQUERY)
+def tsquery_text(*lexemes: str) -> str:
+    """Lexemes as a tsquery's text, taken as they are (already stemmed: no second normalisation),
+    any of them matching."""
+    return " | ".join("'" + lx.replace("\\", "\\\\").replace("'", "''") + "'" for lx in lexemes)
 
 
 def lexemes_of(query: str):  # type: ignore[no-untyped-def]
