@@ -220,21 +220,19 @@ def _normalised_name(col):  # type: ignore[no-untyped-def]
     return func.btrim(func.regexp_replace(func.lower(col), r"[^[:alnum:]_]+", " ", "g"))
 
 
-async def entities_named(
-    s: AsyncSession, *, tenant_id: uuid.UUID, namespace_id: uuid.UUID, query: str, at: datetime
-) -> NamedEntities:
-    """The namespace's entities whose name or an alias the query says as whole words, and the
-    entities related to them by a relation valid at ``at``."""
-    grams = query_grams(query)
-    if not grams:
-        return NamedEntities()
+@lru_cache(maxsize=1)
+def _entities_statement() -> Any:
+    """The entities said and the relations touching them, in one round trip: a row per entity with
+    its name, then a row per relation with its two ends and no name. Built once (parameters:
+    tenant_id, namespace_id, grams, at)."""
+    tenant_id = bindparam("tenant_id", type_=PG_UUID(as_uuid=True))
+    namespace_id = bindparam("namespace_id", type_=PG_UUID(as_uuid=True))
+    grams = any_(bindparam("grams", type_=ARRAY(Text)))
     alias = func.unnest(Entity.aliases).column_valued("alias")
     said = or_(
-        _normalised_name(Entity.name).in_(grams),
-        select(literal(1)).where(_normalised_name(alias).in_(grams)).exists(),
+        _normalised_name(Entity.name) == grams,
+        select(literal(1)).where(_normalised_name(alias) == grams).exists(),
     )
-    # The entities said and the relations touching them in one round trip: a row per entity
-    # with its name, then a row per relation with its two ends and no name.
     said_ids = (
         select(Entity.id, Entity.name)
         .where(Entity.tenant_id == tenant_id, Entity.namespace_id == namespace_id, said)
@@ -247,10 +245,22 @@ async def entities_named(
             Relation.tenant_id == tenant_id,
             Relation.namespace_id == namespace_id,
             or_(Relation.source_id.in_(touching), Relation.target_id.in_(touching)),
-            valid_at_condition(at),
+            valid_at_condition(bindparam("at", type_=DateTime(timezone=True))),  # type: ignore[arg-type]
         ),
     )
-    rows = (await s.execute(both.order_by(both.selected_columns.name.nulls_last()))).all()
+    return both.order_by(both.selected_columns.name.nulls_last())
+
+
+async def entities_named(
+    s: AsyncSession, *, tenant_id: uuid.UUID, namespace_id: uuid.UUID, query: str, at: datetime
+) -> NamedEntities:
+    """The namespace's entities whose name or an alias the query says as whole words, and the
+    entities related to them by a relation valid at ``at``."""
+    grams = query_grams(query)
+    if not grams:
+        return NamedEntities()
+    params = {"tenant_id": tenant_id, "namespace_id": namespace_id, "grams": grams, "at": at}
+    rows = (await s.execute(_entities_statement(), params)).all()
     found = [r for r in rows if r.name is not None]
     named = tuple(e.id for e in found)
     if not named:
@@ -595,21 +605,27 @@ def _statement(shape: _Shape) -> _Statement:
         else:
             fused_score = fused_score + func.coalesce(weight[name] / (RRF_K + rank_col[name]), 0.0)
 
-    stmt = (
+    # The hits first, then their rows: only those are read whole.
+    top = (
         select(
-            Memory,
-            fused_score.label("fused_score"),
             *rc,
+            fused_score.label("fused_score"),
             rank_col["context"].label("context_rank"),
             context_value.label("context_value"),
             func.count(context_value).over().label("n_near"),
         )
         .select_from(outer)
+        .order_by(fused_score.desc(), rc.id)
+        .limit(_P.limit)
+        .subquery("top")
+    )
+    stmt = (
+        select(Memory, *top.c)
+        .select_from(top)
         # A hit is shown, not compared again: its vector and word index stay in the database.
         .options(defer(Memory.embedding), defer(Memory.tsv))
-        .join(Memory, (Memory.id == rc.id) & visible)
-        .order_by(fused_score.desc(), Memory.id)
-        .limit(_P.limit)
+        .join(Memory, (Memory.id == top.c.id) & visible)
+        .order_by(top.c.fused_score.desc(), top.c.id)
     )
     return _Statement(
         stmt=stmt,
