@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from memvault.retrieval.hybrid import _statement
 from tests.conftest import Tenant
 from tests.memories.test_router import MEMORIES, problem, search, store
 
@@ -462,3 +463,29 @@ class TestIsolation:
         assert all("zorblax" not in c for c in contents(out))
         for r in out["results"]:
             assert all("zorblax" not in m["content"] for m in r["neighbours"])
+
+
+class TestStatementReuse:
+    """The hybrid statement is built once per shape and kept for every tenant (retrieval/hybrid.py):
+    what a search varies must reach it as parameters, never stay baked into the statement that the
+    next search, perhaps another tenant's, runs again."""
+
+    async def test_a_reused_statement_takes_each_searchs_own_values(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        now = datetime.now(UTC)
+        train = "The release train leaves on Fridays"
+        await store(client, tenant_a, train, valid_from=iso(now - timedelta(days=30)))
+        await store(client, tenant_b, "The release train leaves on Mondays", valid_from=iso(now))
+
+        first = await search(client, tenant_a, "release train day", reference_time=iso(now), weights={"recency": 0.7})
+        built = _statement.cache_info().misses
+        month_on = iso(now + timedelta(days=30))
+        later = await search(client, tenant_a, "release train day", reference_time=month_on, weights={"recency": 0.3})
+        other = await search(client, tenant_b, "release train day", reference_time=month_on, weights={"recency": 0.3})
+
+        assert _statement.cache_info().misses == built  # the same shape: nothing built again
+        recency = [out["results"][0]["signals"]["channels"]["recency"]["value"] for out in (first, later)]
+        assert recency == [pytest.approx(0.5, abs=0.01), pytest.approx(0.25, abs=0.01)]  # 30 and 60 days old
+        assert (first["metrics"]["weights"]["recency"], later["metrics"]["weights"]["recency"]) == (0.7, 0.3)
+        assert contents(other) == ["The release train leaves on Mondays"]

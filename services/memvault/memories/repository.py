@@ -2,11 +2,26 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, delete, exists, func, insert, or_, select, text, true, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    insert,
+    or_,
+    select,
+    text,
+    true,
+    update,
+)
 from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -33,43 +48,22 @@ def scope_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID | None) -> li
     ]
 
 
-def _chain(m: Any, tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters, *, strict: bool) -> Any:
-    """The scope chain a read walks: the namespace's rows, the tenant's and the system's.
+@dataclass(frozen=True)
+class _Terms:
+    """What the read conditions compare with: plain values (for one statement), or bound
+    parameters (for a statement kept and run again with other values). None: filter not set."""
 
-    Reading for a user U and/or session S sees U's user-scope rows and S's session-scope rows
-    beside the shared ones, and no other user's or session's. Without U and S (browsing the
-    namespace) every row of the namespace is visible, but ``strict`` (used to decide which row
-    shadows which) counts only the shared levels: one user's override never hides a default from
-    another reader.
-    """
-    if f.user_id is None and f.session_id is None and not strict:
-        in_namespace: Any = true()
-    else:
-        levels: list[Any] = [m.scope == "namespace"]
-        if f.user_id is not None:
-            levels.append(and_(m.scope == "user", m.user_id == f.user_id))
-        if f.session_id is not None:
-            levels.append(and_(m.scope == "session", m.session_id == f.session_id))
-        in_namespace = or_(*levels)
-    return or_(
-        and_(m.tenant_id == tenant_id, m.namespace_id == namespace_id, in_namespace),
-        and_(m.tenant_id == tenant_id, m.namespace_id.is_(None), m.scope == "tenant"),
-        and_(m.tenant_id == SYSTEM_TENANT_ID, m.scope == "system"),
-    )
-
-
-def _time(m: Any, f: MemoryFilters) -> list[ColumnElement[bool]]:
-    conds: list[ColumnElement[bool]] = []
-    if f.knowledge_at is None:
-        conds.append(m.superseded_at.is_(None))
-    else:
-        conds += [m.recorded_at <= f.knowledge_at, or_(m.superseded_at.is_(None), m.superseded_at > f.knowledge_at)]
-    if f.valid_at is not None:
-        conds += [
-            or_(m.valid_from.is_(None), m.valid_from <= f.valid_at),
-            or_(m.valid_to.is_(None), m.valid_to > f.valid_at),
-        ]
-    return conds
+    tenant_id: Any
+    namespace_id: Any
+    states: Any
+    user_id: Any = None
+    session_id: Any = None
+    knowledge_at: Any = None
+    valid_at: Any = None
+    types: Any = None
+    agent_id: Any = None
+    scopes: Any = None
+    metadata: Any = None
 
 
 def _states(f: MemoryFilters) -> list[str]:
@@ -79,19 +73,92 @@ def _states(f: MemoryFilters) -> list[str]:
     return [*states, MemoryState.archived.value] if f.include_archived else states
 
 
-def filter_conditions(f: MemoryFilters | None) -> list[ColumnElement[bool]]:
-    """Field filters shared by list and search (owner fields act through the scope chain)."""
-    f = f or MemoryFilters()
-    conds: list[ColumnElement[bool]] = [Memory.state.in_(_states(f))]
-    if f.type:
-        conds.append(Memory.type.in_([t.value for t in f.type]))
-    if f.agent_id is not None:
-        conds.append(Memory.agent_id == f.agent_id)
-    if f.scopes:
-        conds.append(Memory.scope.in_([s.value for s in f.scopes]))
-    if f.metadata:
-        conds.append(Memory.metadata_.contains(f.metadata))
+def _values(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters) -> dict[str, Any]:
+    """Every term's value, by name; the unset filters' are None."""
+    return {
+        "tenant_id": tenant_id,
+        "namespace_id": namespace_id,
+        "states": _states(f),
+        "user_id": f.user_id,
+        "session_id": f.session_id,
+        "knowledge_at": f.knowledge_at,
+        "valid_at": f.valid_at,
+        "types": [t.value for t in f.type] if f.type else None,
+        "agent_id": f.agent_id,
+        "scopes": [s.value for s in f.scopes] if f.scopes else None,
+        "metadata": f.metadata or None,
+    }
+
+
+def _chain(m: Any, t: _Terms, *, strict: bool) -> Any:
+    """The scope chain a read walks: the namespace's rows, the tenant's and the system's.
+
+    Reading for a user U and/or session S sees U's user-scope rows and S's session-scope rows
+    beside the shared ones, and no other user's or session's. Without U and S (browsing the
+    namespace) every row of the namespace is visible, but ``strict`` (used to decide which row
+    shadows which) counts only the shared levels: one user's override never hides a default from
+    another reader.
+    """
+    if t.user_id is None and t.session_id is None and not strict:
+        in_namespace: Any = true()
+    else:
+        levels: list[Any] = [m.scope == "namespace"]
+        if t.user_id is not None:
+            levels.append(and_(m.scope == "user", m.user_id == t.user_id))
+        if t.session_id is not None:
+            levels.append(and_(m.scope == "session", m.session_id == t.session_id))
+        in_namespace = or_(*levels)
+    return or_(
+        and_(m.tenant_id == t.tenant_id, m.namespace_id == t.namespace_id, in_namespace),
+        and_(m.tenant_id == t.tenant_id, m.namespace_id.is_(None), m.scope == "tenant"),
+        and_(m.tenant_id == SYSTEM_TENANT_ID, m.scope == "system"),
+    )
+
+
+def _time(m: Any, t: _Terms) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
+    if t.knowledge_at is None:
+        conds.append(m.superseded_at.is_(None))
+    else:
+        conds += [m.recorded_at <= t.knowledge_at, or_(m.superseded_at.is_(None), m.superseded_at > t.knowledge_at)]
+    if t.valid_at is not None:
+        conds += [
+            or_(m.valid_from.is_(None), m.valid_from <= t.valid_at),
+            or_(m.valid_to.is_(None), m.valid_to > t.valid_at),
+        ]
     return conds
+
+
+def _fields(t: _Terms) -> list[ColumnElement[bool]]:
+    """Field filters shared by list and search (owner fields act through the scope chain)."""
+    conds: list[ColumnElement[bool]] = [Memory.state.in_(t.states)]
+    if t.types is not None:
+        conds.append(Memory.type.in_(t.types))
+    if t.agent_id is not None:
+        conds.append(Memory.agent_id == t.agent_id)
+    if t.scopes is not None:
+        conds.append(Memory.scope.in_(t.scopes))
+    if t.metadata is not None:
+        conds.append(Memory.metadata_.contains(t.metadata))
+    return conds
+
+
+def _conditions(t: _Terms) -> tuple[Any, ...]:
+    narrower = aliased(Memory)
+    shadowed = exists().where(
+        narrower.key == Memory.key,
+        narrower.type == Memory.type,
+        _rank(narrower) < _rank(Memory),
+        narrower.state.in_(t.states),
+        _chain(narrower, t, strict=True),
+        *_time(narrower, t),
+    )
+    return (
+        _chain(Memory, t, strict=False),
+        *_time(Memory, t),
+        *_fields(t),
+        or_(Memory.key.is_(None), ~shadowed),
+    )
 
 
 def read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters | None) -> list[Any]:
@@ -104,22 +171,31 @@ def read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilt
 
 @lru_cache(maxsize=1024)
 def _read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters_json: str) -> tuple[Any, ...]:
-    f = MemoryFilters.model_validate_json(filters_json)
-    narrower = aliased(Memory)
-    shadowed = exists().where(
-        narrower.key == Memory.key,
-        narrower.type == Memory.type,
-        _rank(narrower) < _rank(Memory),
-        narrower.state.in_(_states(f)),
-        _chain(narrower, tenant_id, namespace_id, f, strict=True),
-        *_time(narrower, f),
-    )
-    return (
-        _chain(Memory, tenant_id, namespace_id, f, strict=False),
-        *_time(Memory, f),
-        *filter_conditions(f),
-        or_(Memory.key.is_(None), ~shadowed),
-    )
+    return _conditions(_Terms(**_values(tenant_id, namespace_id, MemoryFilters.model_validate_json(filters_json))))
+
+
+def filter_form(f: MemoryFilters | None) -> tuple[str, ...]:
+    """Which filters a read sets: all that decides the SQL of its bound read conditions."""
+    values = _values(SYSTEM_TENANT_ID, SYSTEM_TENANT_ID, f or MemoryFilters())
+    return tuple(name for name, value in values.items() if value is not None)
+
+
+@lru_cache(maxsize=256)
+def bound_read_conditions(form: tuple[str, ...]) -> tuple[Any, ...]:
+    """``read_conditions`` with every value a bound parameter named ``read_<term>`` (see
+    ``read_parameters``): one set of conditions, and the statements built on them, serves every
+    tenant, namespace and filter value of the same ``filter_form``."""
+    bound = {
+        name: bindparam(f"read_{name}", expanding=name in ("states", "types", "scopes"))
+        for name in _values(SYSTEM_TENANT_ID, SYSTEM_TENANT_ID, MemoryFilters())
+        if name in form
+    }
+    return _conditions(_Terms(**bound))
+
+
+def read_parameters(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters | None) -> dict[str, Any]:
+    """The values of ``bound_read_conditions(filter_form(f))``."""
+    return {f"read_{name}": v for name, v in _values(tenant_id, namespace_id, f or MemoryFilters()).items()}
 
 
 def owner_of(scope: str, user_id: str | None, session_id: str | None) -> str:

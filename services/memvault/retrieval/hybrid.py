@@ -272,14 +272,12 @@ async def entities_named(
 
 @dataclass(frozen=True)
 class _Shape:
-    """What decides the hybrid statement's SQL; everything else a search varies is a bound
+    """What decides the hybrid statement's SQL; everything else a search varies (tenant,
+    namespace, filter values, query vector, words, weights, times, limits, cue values) is a bound
     parameter. Statements are built once per shape (``_statement``): building one costs more
-    Python (10-15 ms) than PostgreSQL takes to run it. The tenant, namespace and filters are part
-    of the shape because the read conditions carry them (memories.repository.read_conditions)."""
+    Python (10-15 ms) than PostgreSQL takes to run it."""
 
-    tenant_id: uuid.UUID
-    namespace_id: uuid.UUID
-    filters: str  # MemoryFilters as JSON
+    filters: tuple[str, ...]  # which filters are set (memories.repository.filter_form)
     dense: bool  # a query vector is given
     bm25: bool  # the query's term statistics are given (else ts_rank_cd)
     live: bool  # the default filters: live rows of the scope chain, nothing else
@@ -292,7 +290,11 @@ class _Shape:
 
 
 class _P:
-    """The statement's bound parameters, one object each (a name used twice is one parameter)."""
+    """The statement's bound parameters, one object each (a name used twice is one parameter).
+    The tenant and namespace are the read conditions' own (memories.repository.read_parameters)."""
+
+    tenant_id = bindparam("read_tenant_id", type_=PG_UUID(as_uuid=True))
+    namespace_id = bindparam("read_namespace_id", type_=PG_UUID(as_uuid=True))
 
     query_vector = bindparam("query_vector", type_=Memory.embedding.type)
     model_id = bindparam("model_id", type_=Text)
@@ -325,8 +327,8 @@ class _Statement:
 
 @lru_cache(maxsize=256)
 def _statement(shape: _Shape) -> _Statement:
-    tenant_id, namespace_id = shape.tenant_id, shape.namespace_id
-    where = memories_repo.read_conditions(tenant_id, namespace_id, MemoryFilters.model_validate_json(shape.filters))
+    tenant_id, namespace_id = _P.tenant_id, _P.namespace_id
+    where = list(memories_repo.bound_read_conditions(shape.filters))
     # Implied by the scope chain, but said plainly it lets each row be reached by primary key
     # instead of skipping through every tenant's part of the index.
     visible = Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID])
@@ -698,9 +700,7 @@ async def hybrid_search(
     bm25 = terms is not None and bool(picking)
     live = filters == MemoryFilters()
     shape = _Shape(
-        tenant_id=tenant_id,
-        namespace_id=namespace_id,
-        filters=filters.model_dump_json(),
+        filters=memories_repo.filter_form(filters),
         dense=query_vector is not None,
         bm25=bm25,
         live=live,
@@ -743,6 +743,7 @@ async def hybrid_search(
         "window_start": cues.window[0] if cues.window else None,
         "window_end": cues.window[1] if cues.window else None,
         **{f"w_{name}": float(w.get(name, 0.0)) for name in CHANNELS},
+        **memories_repo.read_parameters(tenant_id, namespace_id, filters),
     }
     rows = (await s.execute(prepared.stmt, params)).all()
     if active["context"] and not any(row._mapping["n_near"] for row in rows):
