@@ -60,6 +60,20 @@ class TestContextChannel:
         assert "context" not in without["metrics"]["weights"]
         assert all("context" not in r["signals"]["channels"] for r in without["results"])
 
+    async def test_at_a_tie_the_match_goes_before_the_neighbour_it_lends_to(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        # Words alone, rank fusion: each question is first on words, each answer first on
+        # context (its question's match), and the priors cannot tell them apart.
+        exchanges = [(f"Mel: what did sister {i} bring to the picnic?", f"Caro: cake number {i}") for i in range(4)]
+        questions = [(await conversation(client, tenant_a, f"s{i}", list(pair)))[0] for i, pair in enumerate(exchanges)]
+
+        out = await search(client, tenant_a, "picnic", fusion="rrf", weights={"dense": 0})
+
+        assert len(out["results"]) == 8
+        assert {r["memory"]["id"] for r in out["results"][:4]} == set(questions)
+        assert len({r["score"] for r in out["results"]}) == 1  # a tie, broken by the memory's own match
+
     async def test_a_forgotten_neighbour_no_longer_counts(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
         question, answer, _ = await conversation(client, tenant_a, "s1", PICNIC)
         await store_many(client, tenant_a, DISTRACTORS)

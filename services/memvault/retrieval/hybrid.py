@@ -617,7 +617,9 @@ def _statement(shape: _Shape) -> _Statement:
             func.count(context_value).over().label("n_near"),
         )
         .select_from(outer)
-        .order_by(fused_score.desc(), rc.id)
+        # At equal scores a memory's own match goes first: under rank fusion a match and the
+        # neighbour it lends its match to can each be first in one channel.
+        .order_by(fused_score.desc(), rc.retrieval.desc(), rc.id)
         .limit(_P.limit)
         .subquery("top")
     )
@@ -627,7 +629,7 @@ def _statement(shape: _Shape) -> _Statement:
         # A hit is shown, not compared again: its vector and word index stay in the database.
         .options(defer(Memory.embedding), defer(Memory.tsv))
         .join(Memory, (Memory.id == top.c.id) & visible)
-        .order_by(top.c.fused_score.desc(), top.c.id)
+        .order_by(top.c.fused_score.desc(), top.c.retrieval.desc(), top.c.id)
     )
     return _Statement(
         stmt=stmt,
