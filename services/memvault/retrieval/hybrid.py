@@ -403,21 +403,21 @@ def _statement(shape: _Shape) -> _Statement:
     else:
         pool_ids = select(fused.c.id).cte("pool_ids")
     pool = (
-        select(pool_ids.c.id, fused.c.dense_rank, fused.c.lexical_rank)
+        select(pool_ids.c.id, fused.c.dense_rank, fused.c.lexical_rank, fused.c.lex_score)
         .outerjoin(fused, fused.c.id == pool_ids.c.id)
-        .subquery("pool")
+        .cte("pool")
     )
     cosine = 1 - Memory.embedding.cosine_distance(_P.query_vector) if shape.dense else cast(literal(None), Float)
-    # Every candidate's own word score, including those only meaning or a neighbour brought in.
+    # Every candidate's own word score: the word channel's candidates have theirs, those only
+    # meaning or a neighbour brought in are scored here.
     if shape.bm25:
+        unscored = select(func.array_agg(pool.c.id)).where(pool.c.lexical_rank.is_(None)).scalar_subquery()
         scored = (
-            func.memvault_word_scores(
-                select(func.array_agg(pool_ids.c.id)).scalar_subquery(), lexemes, _P.idf, _P.avg_len
-            )
+            func.memvault_word_scores(unscored, lexemes, _P.idf, _P.avg_len)
             .table_valued("id", "score")
             .render_derived(name="word_scores")
         )
-        lex_score = func.nullif(scored.c.score, 0.0)
+        lex_score = func.nullif(func.coalesce(pool.c.lex_score, scored.c.score), 0.0)
     else:
         lex_score = func.nullif(func.ts_rank_cd(Memory.tsv, lexical_query(_P.query_text)), 0.0)
 
