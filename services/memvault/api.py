@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import false, null
-
 from memvault import __version__
 from memvault.audit import repository as audit
 from memvault.audit.schemas import AuditEntryOut, AuditPage
@@ -32,7 +30,6 @@ from memvault.jobs.service import JobOps
 from memvault.keys import repository as keys_repo
 from memvault.keys import tokens
 from memvault.keys.schemas import KeyCreated, KeyIn, KeyOut
-from memvault.maintenance import repository as maintenance_repo
 from memvault.maintenance.service import MaintenanceOps
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
@@ -47,8 +44,7 @@ from memvault.portability.service import PortabilityOps
 from memvault.principal import OPERATOR, Principal
 from memvault.retrieval.context import ContextIn, ContextOut, pack
 from memvault.retrieval.cues import analyse
-from memvault.retrieval.hybrid import NamedEntities, entities_named, hnsw_settings, hybrid_search, neighbours_of
-from memvault.retrieval.lexical import lexemes_of
+from memvault.retrieval.hybrid import NamedEntities, hnsw_settings, hybrid_search, neighbours_of, search_preamble
 from memvault.retrieval.schemas import (
     DEFAULT_FUSION,
     ChannelSignal,
@@ -376,35 +372,29 @@ class NamespaceAPI(
             **hnsw_settings(candidates),
         }
         async with self._db.tenant_tx(p.tenant_id, settings=settings) as tx:
-            # The namespace, the model probe and the query's words in one round trip.
-            model_probe = maintenance_repo.other_model_probe(Namespace.id, self._embedder.model_id)
-            found = await ns_repo.by_name_with(
+            # The namespace, the model probe, the query's words and the entities it names in one
+            # round trip. Entities are looked for unless the request turns the graph channel off
+            # (a namespace's own weights are only known from this same row).
+            pre = await search_preamble(
                 tx.session,
-                p.tenant_id,
-                ns,
-                model_probe if qvec is not None else false(),
-                lexemes_of(req.query) if bm25 else null(),
+                tenant_id=p.tenant_id,
+                namespace=ns,
+                query=req.query,
+                model_id=self._embedder.model_id if qvec is not None else None,
+                bm25=bm25,
+                graph=(req.weights or {}).get("graph") != 0,
+                at=req.reference_time or datetime.now(UTC),
             )
-            if found is None:
+            if pre is None:
                 raise NamespaceNotFound(f"No namespace named '{ns}'.")
-            namespace, other_model, lexemes = found
+            namespace, lexemes = pre.namespace, pre.lexemes
             # Rows of another model are invisible to the dense channel until re-embedded: say so.
-            if other_model:
+            if pre.other_model:
                 failures.append("embedding_model_mismatch")
             cues = analyse(req.query, req.reference_time)
             defaults = NamespaceSettings.model_validate(namespace.settings or {}).search or SearchSettings()
             weights = req.effective_weights(defaults.weights)
-            entities = (
-                await entities_named(
-                    tx.session,
-                    tenant_id=p.tenant_id,
-                    namespace_id=namespace.id,
-                    query=req.query,
-                    at=req.reference_time or datetime.now(UTC),
-                )
-                if weights.get("graph", 0) > 0
-                else NamedEntities()
-            )
+            entities = pre.entities if weights.get("graph", 0) > 0 else NamedEntities()
             terms = None
             if bm25:
                 terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, sorted(lexemes or []))

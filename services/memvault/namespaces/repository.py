@@ -1,9 +1,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
-from sqlalchemy import Row, delete, func, select
+from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -13,13 +12,6 @@ from memvault.namespaces.models import Namespace
 
 async def by_name(s: AsyncSession, tenant_id: uuid.UUID, name: str) -> Namespace | None:
     return await s.scalar(select(Namespace).where(Namespace.tenant_id == tenant_id, Namespace.name == name))
-
-
-async def by_name_with(s: AsyncSession, tenant_id: uuid.UUID, name: str, *columns: Any) -> Row[Any] | None:
-    """The namespace named ``name`` and ``columns`` (expressions, which may use its columns) read
-    in the same round trip; None if there is no such namespace."""
-    stmt = select(Namespace, *columns).where(Namespace.tenant_id == tenant_id, Namespace.name == name)
-    return (await s.execute(stmt)).one_or_none()
 
 
 async def create(s: AsyncSession, tenant_id: uuid.UUID, name: str, description: str | None) -> Namespace | None:

@@ -27,8 +27,10 @@ from sqlalchemy import (
     bindparam,
     case,
     cast,
+    false,
     func,
     literal,
+    null,
     or_,
     select,
     text,
@@ -44,12 +46,14 @@ from sqlalchemy.orm import defer
 
 from memvault.entities.models import Entity, MemoryEntity, Relation
 from memvault.entities.repository import valid_at_condition
+from memvault.maintenance import repository as maintenance_repo
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
+from memvault.namespaces.models import Namespace
 from memvault.principal import SYSTEM_TENANT_ID
 from memvault.retrieval.cues import QueryCues
-from memvault.retrieval.lexical import TermStats, tsquery_text
+from memvault.retrieval.lexical import TermStats, lexemes_of, tsquery_text
 from memvault.retrieval.schemas import CHANNELS
 
 RRF_K = 60
@@ -220,54 +224,109 @@ def _normalised_name(col):  # type: ignore[no-untyped-def]
     return func.btrim(func.regexp_replace(func.lower(col), r"[^[:alnum:]_]+", " ", "g"))
 
 
-@lru_cache(maxsize=1)
-def _entities_statement() -> Any:
-    """The entities said and the relations touching them, in one round trip: a row per entity with
-    its name, then a row per relation with its two ends and no name. Built once (parameters:
-    tenant_id, namespace_id, grams, at)."""
-    tenant_id = bindparam("tenant_id", type_=PG_UUID(as_uuid=True))
-    namespace_id = bindparam("namespace_id", type_=PG_UUID(as_uuid=True))
-    grams = any_(bindparam("grams", type_=ARRAY(Text)))
+def _entity_rows(tenant_id: Any, namespace_id: Any, grams: Any, at: Any) -> Any:
+    """The entities said (whose name or an alias is one of ``grams``) and the relations touching
+    them: a row per entity with its name, then a row per relation with its two ends and no name.
+    ``namespace_id`` may be the column of an enclosing query's namespaces row."""
     alias = func.unnest(Entity.aliases).column_valued("alias")
-    said = or_(
-        _normalised_name(Entity.name) == grams,
-        select(literal(1)).where(_normalised_name(alias) == grams).exists(),
-    )
-    said_ids = (
+    said = (
         select(Entity.id, Entity.name)
-        .where(Entity.tenant_id == tenant_id, Entity.namespace_id == namespace_id, said)
-        .cte("said")
+        .where(
+            Entity.tenant_id == tenant_id,
+            Entity.namespace_id == namespace_id,
+            or_(
+                _normalised_name(Entity.name) == any_(grams),
+                select(literal(1)).where(_normalised_name(alias) == any_(grams)).exists(),
+            ),
+        )
+        .correlate(Namespace)
+        .subquery("said")
     )
-    touching = select(said_ids.c.id)
-    both = union_all(
-        select(said_ids.c.id, said_ids.c.name, cast(literal(None), PG_UUID).label("other")),
-        select(Relation.source_id, cast(literal(None), Text), Relation.target_id).where(
+    touching = select(said.c.id)
+    return union_all(
+        select(said.c.id, said.c.name, cast(literal(None), PG_UUID).label("other")),
+        select(Relation.source_id, cast(literal(None), Text), Relation.target_id)
+        .where(
             Relation.tenant_id == tenant_id,
             Relation.namespace_id == namespace_id,
             or_(Relation.source_id.in_(touching), Relation.target_id.in_(touching)),
-            valid_at_condition(bindparam("at", type_=DateTime(timezone=True))),  # type: ignore[arg-type]
-        ),
+            valid_at_condition(at),
+        )
+        .correlate(Namespace),
     )
-    return both.order_by(both.selected_columns.name.nulls_last())
 
 
-async def entities_named(
-    s: AsyncSession, *, tenant_id: uuid.UUID, namespace_id: uuid.UUID, query: str, at: datetime
-) -> NamedEntities:
-    """The namespace's entities whose name or an alias the query says as whole words, and the
-    entities related to them by a relation valid at ``at``."""
-    grams = query_grams(query)
-    if not grams:
-        return NamedEntities()
-    params = {"tenant_id": tenant_id, "namespace_id": namespace_id, "grams": grams, "at": at}
-    rows = (await s.execute(_entities_statement(), params)).all()
-    found = [r for r in rows if r.name is not None]
-    named = tuple(e.id for e in found)
+def _named_entities(rows: list[tuple[Any, Any, Any]]) -> NamedEntities:
+    """NamedEntities from ``_entity_rows``' rows, as (id, name, other) with ids as text or UUIDs."""
+    as_id = lambda v: v if v is None or isinstance(v, uuid.UUID) else uuid.UUID(v)  # noqa: E731
+    found = [(as_id(i), name) for i, name, _ in rows if name is not None]
+    named = tuple(i for i, _ in found)
     if not named:
         return NamedEntities()
-    ends = [(r.id, r.other) for r in rows if r.name is None]
-    related = {e for pair in ends for e in pair} - set(named)
-    return NamedEntities(named=named, related=tuple(sorted(related)), names=tuple(e.name for e in found))
+    ends = {as_id(e) for i, name, other in rows if name is None for e in (i, other)}
+    return NamedEntities(
+        named=named, related=tuple(sorted(ends - set(named) - {None})), names=tuple(n for _, n in found)
+    )
+
+
+@dataclass(frozen=True)
+class Preamble:
+    """What a search reads before its statement, in one round trip."""
+
+    namespace: Namespace
+    other_model: bool  # some live memory has no vector of the query's model
+    lexemes: list[str]  # the query's words as the full-text index has them
+    entities: NamedEntities
+
+
+@lru_cache(maxsize=8)
+def _preamble_statement(dense: bool, bm25: bool, graph: bool) -> Any:
+    """The namespace by name, the model probe, the query's lexemes and the entities it names as
+    JSON, one statement built once per kind (parameters: tenant_id, namespace, model_id, query,
+    grams, at)."""
+    tenant_id = bindparam("tenant_id", type_=PG_UUID(as_uuid=True))
+    entities: Any = null()
+    if graph:
+        at = bindparam("at", type_=DateTime(timezone=True))
+        rows = _entity_rows(tenant_id, Namespace.id, bindparam("grams", type_=ARRAY(Text)), at).subquery("named")
+        entities = select(func.json_agg(func.json_build_array(rows.c.id, rows.c.name, rows.c.other))).scalar_subquery()
+    return select(
+        Namespace,
+        maintenance_repo.other_model_probe(Namespace.id, bindparam("model_id", type_=Text)) if dense else false(),
+        lexemes_of(bindparam("query", type_=Text)) if bm25 else null(),
+        entities,
+    ).where(Namespace.tenant_id == tenant_id, Namespace.name == bindparam("namespace", type_=Text))
+
+
+async def search_preamble(
+    s: AsyncSession,
+    *,
+    tenant_id: uuid.UUID,
+    namespace: str,
+    query: str,
+    model_id: str | None,
+    bm25: bool,
+    graph: bool,
+    at: datetime,
+) -> Preamble | None:
+    """The namespace named ``namespace`` (None if there is none) with what the search needs of it:
+    whether memories of another model than ``model_id`` hide from the dense channel (not asked
+    without a model), the query's lexemes (with ``bm25``), and with ``graph`` the namespace's
+    entities the query names as whole words (name or alias) and those related to them by a
+    relation valid at ``at``."""
+    grams = query_grams(query) if graph else []
+    stmt = _preamble_statement(model_id is not None, bm25, bool(grams))
+    params = {"tenant_id": tenant_id, "namespace": namespace, "model_id": model_id, "query": query}
+    row = (await s.execute(stmt, {**params, "grams": grams, "at": at})).one_or_none()
+    if row is None:
+        return None
+    ns, other_model, lexemes, entities = row
+    return Preamble(
+        namespace=ns,
+        other_model=bool(other_model),
+        lexemes=list(lexemes or []),
+        entities=_named_entities(entities or []),
+    )
 
 
 @dataclass(frozen=True)
