@@ -57,10 +57,10 @@ class TestBM25:
     async def test_a_filter_reaches_past_the_best_unfiltered_matches(
         self, client: httpx.AsyncClient, tenant_a: Tenant
     ) -> None:
-        # Unfiltered, the database returns only the best word matches (twice the 50 candidates),
-        # and the one preference, long and so the weakest of 111 matches, is not among them. A
-        # filter may reject any share of those: filtered, every match is read.
-        await store_many(client, tenant_a, [f"Otter note {i}" for i in range(110)])
+        # The database returns the best word matches first (four times the 50 candidates when
+        # the search has filters). The one preference, long and so the weakest of 251 matches,
+        # is not among them, and the filter rejects all that are: then every match is read.
+        await store_many(client, tenant_a, [f"Otter note {i}" for i in range(250)])
         liked = "Ana likes the otter enclosure best of all the places she visits at the city zoo on weekends"
         await store(client, tenant_a, liked, type="preference")
 
@@ -68,6 +68,7 @@ class TestBM25:
 
         assert contents(filtered) == [liked]
         assert filtered["results"][0]["signals"]["lexical_rank"] == 1
+        assert filtered["metrics"]["candidates"]["lexical"] == 1
 
 
 async def otters(client: httpx.AsyncClient, tenant: Tenant, api: object) -> tuple[Any, Any]:

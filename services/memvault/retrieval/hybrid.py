@@ -339,7 +339,7 @@ class _Shape:
     filters: tuple[str, ...]  # which filters are set (memories.repository.filter_form)
     dense: bool  # a query vector is given
     bm25: bool  # the query's term statistics are given (else ts_rank_cd)
-    live: bool  # the default filters: live rows of the scope chain, nothing else
+    live: bool  # reads live memories only (no knowledge_at, state or include_archived)
     used: tuple[str, ...]  # channels in the fusion
     own: tuple[str, ...]  # channels a neighbour's match is judged on (context)
     fusion: str
@@ -363,7 +363,7 @@ class _P:
     lexemes = bindparam("lexemes", type_=ARRAY(Text))
     idf = bindparam("idf", type_=ARRAY(Float))
     avg_len = bindparam("avg_len", type_=Float)
-    word_limit = bindparam("word_limit", type_=Integer)
+    prefetch = bindparam("prefetch", type_=Integer)
     ref = bindparam("ref", type_=DateTime(timezone=True))
     half_life_s = bindparam("half_life_s", type_=Float)
     strength_half_life_days = bindparam("strength_half_life_days", type_=Float)
@@ -396,25 +396,40 @@ def _statement(shape: _Shape) -> _Statement:
 
     if shape.bm25:
         lexemes = cast(_P.lexemes, ARRAY(TSQUERY))
+
         # BM25 where the full-text index finds the rows (migration 0010): the best matches of the
         # scope chain come back scored, and only those are read again here, under RLS and the
         # read conditions.
-        top = (
-            func.memvault_word_top(
-                namespace_id, cast(_P.picking, TSQUERY), lexemes, _P.idf, _P.avg_len, shape.live, _P.word_limit
+        def matched(limit: Any, name: str) -> Any:
+            return (
+                func.memvault_word_top(
+                    namespace_id, cast(_P.picking, TSQUERY), lexemes, _P.idf, _P.avg_len, shape.live, limit
+                )
+                .table_valued("id", "score")
+                .render_derived(name=name)
             )
-            .table_valued("id", "score")
-            .render_derived(name="word_top")
+
+        def best(found: Any) -> Any:
+            return (
+                select(Memory.id, found.c.score.label("lex_score"))
+                .select_from(found)
+                .join(Memory, (Memory.id == found.c.id) & visible)
+                .where(*where)
+                .order_by(found.c.score.desc(), Memory.id)
+                .limit(_P.candidates)
+            )
+
+        # First the best `prefetch` matches. They hold the best candidates of every match unless
+        # the read conditions (filters, a narrower memory of the same key) left fewer than asked
+        # of a list that was cut short: only then are all matches read.
+        prefetched = select(matched(_P.prefetch, "word_top")).cte("prefetched")
+        first = best(prefetched).cte("first")
+        short = and_(
+            select(func.count()).select_from(first).scalar_subquery() < _P.candidates,
+            select(func.count()).select_from(prefetched).scalar_subquery() >= _P.prefetch,
         )
-        lex_inner = (
-            select(Memory.id, top.c.score.label("lex_score"))
-            .select_from(top)
-            .join(Memory, (Memory.id == top.c.id) & visible)
-            .where(*where)
-            .order_by(top.c.score.desc(), Memory.id)
-            .limit(_P.candidates)
-            .subquery("lex_inner")
-        )
+        every = best(matched(cast(literal(None), Integer), "word_all")).where(short)
+        lex_inner = union_all(select(first.c.id, first.c.lex_score).where(~short), every).subquery("lex_inner")
     else:
         lex_inner = _ts_rank_inner(
             Memory, [*where, visible], lexical_query(_P.query_text), _P.candidates, word_index=True
@@ -759,7 +774,7 @@ async def hybrid_search(
     active["context"] = "context" in used
     picking = terms.matching() if terms is not None else []
     bm25 = terms is not None and bool(picking)
-    live = filters == MemoryFilters()
+    live = filters.knowledge_at is None and not filters.state and not filters.include_archived
     shape = _Shape(
         filters=memories_repo.filter_form(filters),
         dense=query_vector is not None,
@@ -789,10 +804,9 @@ async def hybrid_search(
         "lexemes": [tsquery_text(lx) for lx in words],
         "idf": [terms.idf(lx) for lx in words] if terms is not None else [],
         "avg_len": terms.avg_len if terms is not None else 1.0,
-        # Unfiltered, the best matches of the scope chain are the candidates, less the few that a
-        # narrower memory of the same key hides: twice as many leave room for those. Filtered,
-        # every match is read, as filters may reject any share of them.
-        "word_limit": 2 * candidates if live else None,
+        # How many of the best word matches to read first: room for the few that a narrower
+        # memory of the same key hides, and with filters for what they reject.
+        "prefetch": (2 if filters == MemoryFilters() else 4) * candidates,
         "ref": reference_time or datetime.now(UTC),
         "half_life_s": half_life_days * 86400.0,
         "strength_half_life_days": strength_half_life_days,
