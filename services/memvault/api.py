@@ -397,7 +397,7 @@ class NamespaceAPI(
             entities = pre.entities if weights.get("graph", 0) > 0 else NamedEntities()
             terms = None
             if bm25:
-                terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, sorted(lexemes or []))
+                terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, sorted(lexemes))
             outcome = await hybrid_search(
                 tx.session,
                 tenant_id=p.tenant_id,

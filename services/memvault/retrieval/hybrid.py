@@ -110,6 +110,16 @@ def hnsw_settings(candidates: int) -> dict[str, str]:
     }
 
 
+async def set_hnsw(s: AsyncSession, candidates: int) -> None:
+    """``hnsw_settings(candidates)`` for the rest of the caller's transaction (a transaction that
+    opens with them, ``Database.tenant_tx(settings=...)``, needs no round trip of its own)."""
+    settings = hnsw_settings(candidates)
+    await s.execute(
+        text("SELECT set_config('hnsw.iterative_scan', :scan, true), set_config('hnsw.ef_search', :ef, true)"),
+        {"scan": settings["hnsw.iterative_scan"], "ef": settings["hnsw.ef_search"]},
+    )
+
+
 def session_order(model: Any) -> tuple[Any, Any]:
     """A memory's place in its session: valid time, then insertion order (the last two columns of
     the session index, migration 0009)."""
@@ -191,11 +201,7 @@ async def fused_candidates(
     ``embedding_model`` (trace search uses it): up to ``candidates`` full-text rows ranked by
     ts_rank_cd and (with a query vector) nearest-vector rows passing ``where``, fused by id (see
     ``_fuse``). Sets the transaction's HNSW settings first."""
-    settings = hnsw_settings(candidates)
-    await s.execute(
-        text("SELECT set_config('hnsw.iterative_scan', :scan, true), set_config('hnsw.ef_search', :ef, true)"),
-        {"scan": settings["hnsw.iterative_scan"], "ef": settings["hnsw.ef_search"]},
-    )
+    await set_hnsw(s, candidates)
     lex_inner = _ts_rank_inner(model, where, lexical_query(query), candidates, word_index=word_index)
     dense_inner = None if query_vector is None else _dense_inner(model, where, query_vector, model_id, candidates)
     return _fuse(lex_inner, dense_inner, rank)
@@ -256,17 +262,14 @@ def _entity_rows(tenant_id: Any, namespace_id: Any, grams: Any, at: Any) -> Any:
     )
 
 
-def _named_entities(rows: list[tuple[Any, Any, Any]]) -> NamedEntities:
-    """NamedEntities from ``_entity_rows``' rows, as (id, name, other) with ids as text or UUIDs."""
-    as_id = lambda v: v if v is None or isinstance(v, uuid.UUID) else uuid.UUID(v)  # noqa: E731
-    found = [(as_id(i), name) for i, name, _ in rows if name is not None]
+def _named_entities(rows: list[list[Any]]) -> NamedEntities:
+    """NamedEntities from ``_entity_rows``' rows as JSON arrays: [id, name, other], ids as text."""
+    found = [(uuid.UUID(i), name) for i, name, _ in rows if name is not None]
     named = tuple(i for i, _ in found)
     if not named:
         return NamedEntities()
-    ends = {as_id(e) for i, name, other in rows if name is None for e in (i, other)}
-    return NamedEntities(
-        named=named, related=tuple(sorted(ends - set(named) - {None})), names=tuple(n for _, n in found)
-    )
+    ends = {uuid.UUID(e) for i, name, other in rows if name is None for e in (i, other)}
+    return NamedEntities(named=named, related=tuple(sorted(ends - set(named))), names=tuple(n for _, n in found))
 
 
 @dataclass(frozen=True)
@@ -789,11 +792,7 @@ async def hybrid_search(
     )
     prepared = _statement(shape)
     if not hnsw_set:
-        settings = hnsw_settings(candidates)
-        await s.execute(
-            text("SELECT set_config('hnsw.iterative_scan', :scan, true), set_config('hnsw.ef_search', :ef, true)"),
-            {"scan": settings["hnsw.iterative_scan"], "ef": settings["hnsw.ef_search"]},
-        )
+        await set_hnsw(s, candidates)
     words = sorted(lx for lx, df in terms.df.items() if df) if terms is not None else []
     params: dict[str, Any] = {
         "query_vector": query_vector,

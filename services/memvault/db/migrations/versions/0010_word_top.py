@@ -45,23 +45,33 @@ def _app_role() -> str:
     return role
 
 
+def _definer(schema: str, signature: str, returns: str, body: str) -> str:
+    """A SQL function that runs as the table owner, with a custom plan for every call."""
+    return f"""
+        CREATE FUNCTION {signature} RETURNS {returns}
+        LANGUAGE sql STABLE SECURITY DEFINER
+        SET search_path = pg_catalog, {schema}
+        SET plan_cache_mode = force_custom_plan
+        AS $${body}$$;
+        """
+
+
 def upgrade() -> None:
     role = _app_role()
     schema = op.get_bind().exec_driver_sql("SELECT current_schema()").scalar_one()
     # The scope chain's rows that can match at all (the namespace's, the tenant's shared ones, the
-    # system's); with p_live only the current, live ones. The caller applies every other read
-    # condition (filters, owners, narrowest scope wins) to what comes back, so it asks for all
-    # matches (p_limit NULL) when those conditions could reject many.
+    # system's), best first; with p_live only the current, live ones. The caller applies every
+    # other read condition (filters, owners, narrowest scope wins) to what comes back, and asks
+    # for every match (p_limit NULL) when those conditions left too few of the best.
     op.execute(
-        f"""
-        CREATE FUNCTION memvault_word_top(
+        _definer(
+            schema,
+            """memvault_word_top(
             p_namespace uuid, p_query tsquery, p_lexemes tsquery[], p_idf float8[], p_avg_len float8,
             p_live boolean, p_limit integer
-        ) RETURNS TABLE (id uuid, score float8)
-        LANGUAGE sql STABLE SECURITY DEFINER
-        SET search_path = pg_catalog, {schema}
-        SET plan_cache_mode = force_custom_plan
-        AS $$
+        )""",
+            "TABLE (id uuid, score float8)",
+            f"""
             SELECT m.id, {BM25} AS score
             FROM {schema}.memories m
             WHERE m.tsv @@ p_query
@@ -71,22 +81,20 @@ def upgrade() -> None:
               AND (NOT p_live OR (m.superseded_at IS NULL AND m.state IN ('tentative', 'stable')))
             ORDER BY score DESC, m.id
             LIMIT p_limit
-        $$;
-        """
+        """,
+        )
     )
     op.execute(
-        f"""
-        CREATE FUNCTION memvault_word_scores(p_ids uuid[], p_lexemes tsquery[], p_idf float8[], p_avg_len float8)
-        RETURNS TABLE (id uuid, score float8)
-        LANGUAGE sql STABLE SECURITY DEFINER
-        SET search_path = pg_catalog, {schema}
-        SET plan_cache_mode = force_custom_plan
-        AS $$
+        _definer(
+            schema,
+            "memvault_word_scores(p_ids uuid[], p_lexemes tsquery[], p_idf float8[], p_avg_len float8)",
+            "TABLE (id uuid, score float8)",
+            f"""
             SELECT m.id, {BM25} AS score
             FROM {schema}.memories m
             WHERE m.tenant_id IN ({CURRENT_TENANT}, {SYSTEM_TENANT}) AND m.id = ANY (p_ids)
-        $$;
-        """
+        """,
+        )
     )
     for fn in (
         "memvault_word_top(uuid, tsquery, tsquery[], float8[], float8, boolean, integer)",
