@@ -31,7 +31,6 @@ from memvault.keys import repository as keys_repo
 from memvault.keys import tokens
 from memvault.keys.schemas import KeyCreated, KeyIn, KeyOut
 from memvault.maintenance.service import MaintenanceOps
-from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 from memvault.memories.service import MemoryOps, memory_out
@@ -366,9 +365,6 @@ class NamespaceAPI(
             # PostgreSQL keeps per connection; after five calls it may switch to a generic plan,
             # which for the probe scans the whole namespace (~100 ms at 100,000 memories).
             "plan_cache_mode": "force_custom_plan",
-            # The only write is the access count: a crash may lose the last moment's counts, never
-            # a memory, so the commit need not wait for the WAL to reach the disk.
-            "synchronous_commit": "off",
             **hnsw_settings(candidates),
         }
         async with self._db.tenant_tx(p.tenant_id, settings=settings) as tx:
@@ -436,7 +432,7 @@ class NamespaceAPI(
                     n=req.neighbours,
                 )
             neighbours_ms = (time.perf_counter() - neighbours_started) * 1000
-            await memories_repo.touch(tx.session, p.tenant_id, [h.memory.id for h in hits])
+        self._accesses.record(p.tenant_id, [h.memory.id for h in hits])
         return SearchOut(
             results=[
                 SearchResult(

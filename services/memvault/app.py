@@ -99,6 +99,7 @@ def create_app(
                 ticks.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await ticks
+            await app.state.api.aclose()
             await jobs.aclose()
             if redis is not None:
                 await redis.aclose()

@@ -156,10 +156,12 @@ def _run_admin(args: argparse.Namespace, fn: Callable[[Any, Any], Awaitable[Any]
 
     async def run() -> Any:
         db = Database(urls, pool_size=1)
+        # The embedder loads lazily and admin commands never embed, so this costs nothing.
+        api = NamespaceAPI(db, build_embedder(settings), settings)
         try:
-            # The embedder loads lazily and admin commands never embed, so this costs nothing.
-            return await fn(NamespaceAPI(db, build_embedder(settings), settings), db)
+            return await fn(api, db)
         finally:
+            await api.aclose()
             await db.dispose()
 
     try:

@@ -74,6 +74,12 @@ class Settings(BaseSettings):
     search_recency_half_life_days: float = Field(
         default=30.0, gt=0, description="Age at which a memory's recency signal in search halves."
     )
+    access_write_interval_s: float = Field(
+        default=1.0,
+        gt=0,
+        le=60,
+        description="Seconds between two writes of the access counts searches make (one write per tenant).",
+    )
     # Second stage of search (docs/api.md, "Second stage"): best effort, off by default.
     rerank_provider: Literal["none", "cross-encoder", "http"] = Field(
         default="none",

@@ -16,6 +16,7 @@ from memvault.config import Settings
 from memvault.db.session import Database, TenantTx
 from memvault.embeddings import Embedder
 from memvault.errors import NotFound
+from memvault.memories.access import AccessLog
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.principal import Principal
@@ -75,6 +76,12 @@ class FacadeBase:
         self._rewriter = rewriter
         # Word frequencies per namespace for the lexical channel's BM25 (retrieval/lexical.py).
         self._term_stats = TermStatsCache()
+        # Searches count accesses without waiting for the write (memories/access.py).
+        self._accesses = AccessLog(db, interval_s=settings.access_write_interval_s)
+
+    async def aclose(self) -> None:
+        """Write what is still pending (access counts). Call before disposing of the database."""
+        await self._accesses.aclose()
 
     async def _namespace(self, tx: TenantTx, p: Principal, name: str) -> Namespace:
         ns = await ns_repo.by_name(tx.session, p.tenant_id, name)

@@ -91,6 +91,7 @@ async def serve_local(settings: Settings, profile: Profile) -> None:
         server = build_server(Runtime(api=lambda: api, fixed_principal=principal), profile)
         await server.run_stdio_async()
     finally:
+        await api.aclose()
         await embedder.aclose()
         for stage in (reranker, rewriter):
             if stage is not None:

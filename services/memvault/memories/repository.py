@@ -8,7 +8,10 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     ColumnElement,
+    DateTime,
+    Integer,
     and_,
     bindparam,
     case,
@@ -408,25 +411,42 @@ async def remove_ids(s: AsyncSession, tenant_id: uuid.UUID, ids: Sequence[uuid.U
 
 
 async def get_and_touch(
-    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, memory_id: uuid.UUID
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, memory_id: uuid.UUID, *, accesses: int = 1
 ) -> Memory | None:
+    """The memory, counting ``accesses`` (this read and any not yet written, memories/access.py)."""
     stmt = (
         update(Memory)
         .where(*scope_conditions(tenant_id, namespace_id), Memory.id == memory_id)
-        .values(access_count=Memory.access_count + 1, last_accessed_at=func.now())
+        .values(access_count=Memory.access_count + accesses, last_accessed_at=func.now())
         .returning(Memory)
     )
     return await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
 
 
-async def touch(s: AsyncSession, tenant_id: uuid.UUID, ids: Sequence[uuid.UUID]) -> None:
-    """Count an access: recall frequency and recency feed ranking and decay."""
-    if not ids:
+async def count_accesses(
+    s: AsyncSession, tenant_id: uuid.UUID, accesses: Sequence[tuple[uuid.UUID, int, datetime]]
+) -> None:
+    """Add (memory id, accesses, time of the last) to the memories' counts, in one statement. A
+    memory deleted since is skipped."""
+    if not accesses:
         return
+    ids, counts, lasts = (list(column) for column in zip(*accesses, strict=True))
+    found = (
+        func.unnest(
+            bindparam("ids", ids, type_=ARRAY(UUID(as_uuid=True))),
+            bindparam("counts", counts, type_=ARRAY(Integer)),
+            bindparam("lasts", lasts, type_=ARRAY(DateTime(timezone=True))),
+        )
+        .table_valued("id", "count", "last")
+        .render_derived(name="accessed")
+    )
     await s.execute(
         update(Memory)
-        .where(Memory.tenant_id == tenant_id, Memory.id.in_(list(ids)))
-        .values(access_count=Memory.access_count + 1, last_accessed_at=func.now()),
+        .where(Memory.tenant_id == tenant_id, Memory.id == found.c.id)
+        .values(
+            access_count=Memory.access_count + found.c.count,
+            last_accessed_at=func.greatest(Memory.last_accessed_at, found.c.last),
+        ),
         execution_options={"synchronize_session": False},
     )
 

@@ -244,14 +244,20 @@ class MemoryOps(FacadeBase):
     async def get_memory(self, p: Principal, ns: str, memory_id: uuid.UUID) -> MemoryOut:
         """One memory by id (any version), including tenant- and system-scope memories."""
         p.require("read", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
-            # One statement both counts the access and returns the row as it now is.
-            m = await repo.get_and_touch(tx.session, p.tenant_id, namespace.id, memory_id)
-            if m is None:
-                m = await repo.get_system(tx.session, memory_id)
-            if m is None:
-                raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
+        # The searches that found it and are not yet written count in this read's own write.
+        pending = self._accesses.take(p.tenant_id, memory_id)
+        try:
+            async with self._db.tenant_tx(p.tenant_id) as tx:
+                namespace = await self._namespace(tx, p, ns)
+                # One statement both counts the access and returns the row as it now is.
+                m = await repo.get_and_touch(tx.session, p.tenant_id, namespace.id, memory_id, accesses=1 + pending)
+                if m is None:
+                    m = await repo.get_system(tx.session, memory_id)
+                if m is None:
+                    raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
+        except BaseException:
+            self._accesses.give_back(p.tenant_id, memory_id, pending)
+            raise
         return memory_out(m, ns)
 
     async def list_memories(
