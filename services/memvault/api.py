@@ -43,7 +43,14 @@ from memvault.portability.service import PortabilityOps
 from memvault.principal import OPERATOR, Principal
 from memvault.retrieval.context import ContextIn, ContextOut, pack
 from memvault.retrieval.cues import analyse
-from memvault.retrieval.hybrid import NamedEntities, hnsw_settings, hybrid_search, neighbours_of, search_preamble
+from memvault.retrieval.hybrid import (
+    NamedEntities,
+    hnsw_settings,
+    hybrid_search,
+    neighbours_of,
+    plan_cache_mode,
+    search_preamble,
+)
 from memvault.retrieval.schemas import (
     DEFAULT_FUSION,
     ChannelSignal,
@@ -361,10 +368,9 @@ class NamespaceAPI(
         candidates = max(50, req.limit * 5)
         bm25 = self._settings.search_lexical == "bm25"
         settings = {
-            # The model probe and the word match are SQL functions (migration 0008) whose plans
-            # PostgreSQL keeps per connection; after five calls it may switch to a generic plan,
-            # which for the probe scans the whole namespace (~100 ms at 100,000 memories).
-            "plan_cache_mode": "force_custom_plan",
+            # One plan per connection for an unfiltered search, a plan per call for a filtered one
+            # (retrieval/hybrid.py, plan_cache_mode).
+            "plan_cache_mode": plan_cache_mode(req.filters),
             **hnsw_settings(candidates),
         }
         async with self._db.tenant_tx(p.tenant_id, settings=settings) as tx:

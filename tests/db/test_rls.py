@@ -573,3 +573,49 @@ class TestWordMatchFunctions:
 
         assert set(found) == set(ids[tenant_a.id])
         assert sum(1 for v in found.values() if v > 0) == 1  # tenant A's one Oslo memory
+
+
+@pytest.mark.usefixtures("data")
+class TestNearestFunction:
+    """memvault_nearest (migration 0011) finds the dense channel's rows in a plan of its own: it
+    must answer only for the tenant set in the transaction, nearest first."""
+
+    async def test_returns_only_the_current_tenants_rows_nearest_first(
+        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        ns = {
+            tenant.id: await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant.id,))
+            for tenant in (tenant_a, tenant_b)
+        }
+        # Tenant A's Oslo memory's own vector: it is its own nearest row.
+        oslo_a, vector, model = (
+            await (
+                await owner_conn.execute(
+                    "SELECT id, embedding::text, embedding_model FROM memories "
+                    "WHERE tenant_id = %s AND content LIKE '%%Oslo%%'",
+                    (tenant_a.id,),
+                )
+            ).fetchall()
+        )[0]
+        own = {
+            r[0]
+            for r in await (
+                await owner_conn.execute(
+                    "SELECT id FROM memories WHERE tenant_id = %s AND embedding IS NOT NULL", (tenant_a.id,)
+                )
+            ).fetchall()
+        }
+        nearest = "SELECT id, dist FROM memvault_nearest(%s, %s::vector, %s, 100)"
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            found = await (await app_conn.execute(nearest, (ns[tenant_a.id], vector, model))).fetchall()
+            # Tenant B's namespace, asked from tenant A: nothing.
+            other = await (await app_conn.execute(nearest, (ns[tenant_b.id], vector, model))).fetchall()
+            another_model = await (await app_conn.execute(nearest, (ns[tenant_a.id], vector, "other"))).fetchall()
+        async with app_conn.transaction():
+            nobody = await (await app_conn.execute(nearest, (ns[tenant_a.id], vector, model))).fetchall()
+
+        assert {r[0] for r in found} == own
+        assert found[0][0] == oslo_a and found[0][1] == pytest.approx(0.0, abs=1e-6)
+        assert [r[1] for r in found] == sorted(r[1] for r in found)
+        assert other == [] and another_model == [] and nobody == []

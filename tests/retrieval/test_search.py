@@ -13,8 +13,13 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy import text
 
+from memvault.api import NamespaceAPI
+from memvault.db.session import Database
+from memvault.memories.schemas import MemoryFilters, MemoryIn
 from memvault.retrieval.hybrid import _statement
+from memvault.retrieval.schemas import SearchIn
 from tests.conftest import Tenant
 from tests.memories.test_router import MEMORIES, problem, search, store
 
@@ -489,3 +494,53 @@ class TestStatementReuse:
         assert recency == [pytest.approx(0.5, abs=0.01), pytest.approx(0.25, abs=0.01)]  # 30 and 60 days old
         assert (first["metrics"]["weights"]["recency"], later["metrics"]["weights"]["recency"]) == (0.7, 0.3)
         assert contents(other) == ["The release train leaves on Mondays"]
+
+
+COLOURS = ["red", "blue", "green", "yellow", "grey", "white"]
+
+
+class TestOnePlan:
+    """An unfiltered search keeps one plan per connection (retrieval/hybrid.py, plan_cache_mode):
+    what depends on a tenant's size is planned per call inside memvault_nearest and
+    memvault_word_top, so the kept plan must serve a large tenant and a small one alike."""
+
+    async def test_a_kept_plan_serves_a_large_and_a_small_tenant(
+        self, api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        filler = [f"Logbook entry {i}: the {c} crate was moved to shelf {i % 17}" for i, c in enumerate(COLOURS * 20)]
+        large = await api.store_many(
+            tenant_a.principal,
+            tenant_a.namespace,
+            [MemoryIn(content=c) for c in [*filler, "The lighthouse keeper feeds a one-eyed cat named Pilot"]],
+        )
+        small = await api.store_many(
+            tenant_b.principal, tenant_b.namespace, [MemoryIn(content="Our office cat is called Marmalade")]
+        )
+        own = {tenant_a.id: {m.id for m in large}, tenant_b.id: {m.id for m in small}}
+        # One connection, so that the statement is prepared there and its plan kept.
+        db = Database(api._db.urls, pool_size=1)
+        facade = NamespaceAPI(db, api._embedder, api._settings)
+        try:
+            for tenant, expected in [(tenant_a, "Pilot"), (tenant_b, "Marmalade")] * 4:
+                out = await facade.search(tenant.principal, tenant.namespace, SearchIn(query="what is the cat called"))
+                assert expected in out.results[0].memory.content
+                assert {r.memory.id for r in out.results} <= own[tenant.id]
+            filtered = await facade.search(
+                tenant_b.principal, tenant_b.namespace, SearchIn(query="the cat", filters=MemoryFilters(type=["fact"]))
+            )
+            assert [r.memory.content for r in filtered.results] == ["Our office cat is called Marmalade"]
+            async with db.tenant_tx(tenant_a.id) as tx:
+                plans = (
+                    await tx.session.execute(
+                        text(
+                            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                            "WHERE statement LIKE '%memvault_word_top%' ORDER BY generic_plans DESC"
+                        )
+                    )
+                ).all()
+        finally:
+            await facade.aclose()
+            await db.dispose()
+
+        assert plans and plans[0].generic_plans >= 1  # the unfiltered statement: one plan, kept
+        assert plans[0].custom_plans == 0

@@ -110,6 +110,15 @@ def hnsw_settings(candidates: int) -> dict[str, str]:
     }
 
 
+def plan_cache_mode(filters: MemoryFilters | None) -> str:
+    """How PostgreSQL plans a search transaction's statements. An unfiltered search reads the rows
+    whose best access path depends on the tenant's size (the nearest vectors, the word matches)
+    through functions that plan each call for their tenant (migrations 0010, 0011); the rest of its
+    statement reaches rows by key, so one plan per connection serves every tenant and the search
+    skips planning. Filters go inside the nearest-vector scan, whose plan must see their values."""
+    return "force_generic_plan" if (filters or MemoryFilters()) == MemoryFilters() else "force_custom_plan"
+
+
 async def set_hnsw(s: AsyncSession, candidates: int) -> None:
     """``hnsw_settings(candidates)`` for the rest of the caller's transaction (a transaction that
     opens with them, ``Database.tenant_tx(settings=...)``, needs no round trip of its own)."""
@@ -341,6 +350,7 @@ class _Shape:
 
     filters: tuple[str, ...]  # which filters are set (memories.repository.filter_form)
     dense: bool  # a query vector is given
+    nearest: bool  # the nearest vectors come from memvault_nearest (see plan_cache_mode)
     bm25: bool  # the query's term statistics are given (else ts_rank_cd)
     live: bool  # reads live memories only (no knowledge_at, state or include_archived)
     used: tuple[str, ...]  # channels in the fusion
@@ -437,9 +447,25 @@ def _statement(shape: _Shape) -> _Statement:
         lex_inner = _ts_rank_inner(
             Memory, [*where, visible], lexical_query(_P.query_text), _P.candidates, word_index=True
         )
-    dense_inner = (
-        _dense_inner(Memory, [*where, visible], _P.query_vector, _P.model_id, _P.candidates) if shape.dense else None
-    )
+    if shape.nearest:
+        # Only the read conditions beyond the scope chain and lifecycle (a narrower memory of the
+        # same key) can drop one of these: rare, and then the channel has a candidate less.
+        found = (
+            func.memvault_nearest(namespace_id, _P.query_vector, _P.model_id, _P.candidates)
+            .table_valued("id", "dist")
+            .render_derived(name="nearest")
+        )
+        dense_inner = (
+            select(Memory.id, found.c.dist)
+            .select_from(found)
+            .join(Memory, (Memory.id == found.c.id) & visible)
+            .where(*where)
+            .subquery("dense_inner")
+        )
+    elif shape.dense:
+        dense_inner = _dense_inner(Memory, [*where, visible], _P.query_vector, _P.model_id, _P.candidates)
+    else:
+        dense_inner = None
     # Read again by the neighbour lookups: computed once.
     fused = select(_fuse(lex_inner, dense_inner, func.rank)).cte("fused")
 
@@ -781,6 +807,7 @@ async def hybrid_search(
     shape = _Shape(
         filters=memories_repo.filter_form(filters),
         dense=query_vector is not None,
+        nearest=query_vector is not None and plan_cache_mode(filters) == "force_generic_plan",
         bm25=bm25,
         live=live,
         used=tuple(used),
