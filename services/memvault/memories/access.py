@@ -48,7 +48,7 @@ class AccessLog:
         self._max_pending = max_pending
         self._pending: dict[uuid.UUID, dict[uuid.UUID, Pending]] = {}
         self._writer: asyncio.Task[None] | None = None
-        self._sleeping = False  # the writer waits for its next write (and may be cancelled)
+        self._writing = False  # the writer is writing a batch (and must not be cancelled)
 
     def record(self, tenant_id: uuid.UUID, memory_ids: Iterable[uuid.UUID]) -> None:
         now = datetime.now(UTC)
@@ -99,21 +99,21 @@ class AccessLog:
         """Stop the writer and write what is pending."""
         writer, self._writer = self._writer, None
         if writer is not None and not writer.done() and writer.get_loop() is asyncio.get_running_loop():
-            # Cancelled only while it waits: a write under way finishes (cancelling it would lose
-            # the batch it holds).
-            if self._sleeping:
+            # Cancelled unless it is writing (waiting, or not yet started): a write under way
+            # finishes, since cancelling it would lose the batch it holds.
+            if not self._writing:
                 writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
         await self.flush()
 
     async def _write_later(self) -> None:
         while self._pending:
-            self._sleeping = True
+            await asyncio.sleep(self._interval_s)
+            self._writing = True
             try:
-                await asyncio.sleep(self._interval_s)
+                await self.flush()
             finally:
-                self._sleeping = False
-            await self.flush()
+                self._writing = False
 
     def _add(self, tenant_id: uuid.UUID, hits: dict[uuid.UUID, Pending]) -> None:
         held = self._pending.setdefault(tenant_id, {})
