@@ -619,3 +619,25 @@ class TestNearestFunction:
         assert found[0][0] == oslo_a and found[0][1] == pytest.approx(0.0, abs=1e-6)
         assert [r[1] for r in found] == sorted(r[1] for r in found)
         assert other == [] and another_model == [] and nobody == []
+
+
+@pytest.mark.usefixtures("data")
+class TestWordScoreTerms:
+    """Migration 0012 sums the idf of up to 16 query words as one expression, and keeps the
+    subquery for longer queries: both must give a row the same score."""
+
+    async def test_a_long_query_scores_as_a_short_one(
+        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        ns_a = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant_a.id,))
+        absent = [f"zzabsent{i}" for i in range(20)]  # words no memory has
+        top = "SELECT id, score FROM memvault_word_top(%s, 'oslo | green', %s::tsquery[], %s, 4.0, true, 10)"
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            short = await (await app_conn.execute(top, (ns_a, ["oslo", "green"], [2.0, 3.0]))).fetchall()
+            long = await (
+                await app_conn.execute(top, (ns_a, ["oslo", *absent, "green"], [2.0, *[9.0] * 20, 3.0]))
+            ).fetchall()
+
+        assert len(short) == 2  # "lives in Oslo", "likes green tea"
+        assert long == short
