@@ -26,6 +26,7 @@ TABLES = (
     "namespaces",
     "api_keys",
     "memories",
+    "memory_terms",
     "audit_log",
     "memory_history",
     "events",

@@ -502,7 +502,7 @@ COLOURS = ["red", "blue", "green", "yellow", "grey", "white"]
 class TestOnePlan:
     """An unfiltered search keeps one plan per connection (retrieval/hybrid.py, plan_cache_mode):
     what depends on a tenant's size is planned per call inside memvault_nearest and
-    memvault_word_top, so the kept plan must serve a large tenant and a small one alike."""
+    memvault_word_best, so the kept plan must serve a large tenant and a small one alike."""
 
     async def test_a_kept_plan_serves_a_large_and_a_small_tenant(
         self, api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant
@@ -534,7 +534,7 @@ class TestOnePlan:
                     await tx.session.execute(
                         text(
                             "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                            "WHERE statement LIKE '%memvault_word_top%' ORDER BY generic_plans DESC"
+                            "WHERE statement LIKE '%memvault_nearest%' ORDER BY generic_plans DESC"
                         )
                     )
                 ).all()

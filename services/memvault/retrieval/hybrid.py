@@ -113,7 +113,7 @@ def hnsw_settings(candidates: int) -> dict[str, str]:
 def plan_cache_mode(filters: MemoryFilters | None) -> str:
     """How PostgreSQL plans a search transaction's statements. An unfiltered search reads the rows
     whose best access path depends on the tenant's size (the nearest vectors, the word matches)
-    through functions that plan each call for their tenant (migrations 0010, 0011); the rest of its
+    through functions that plan each call for their tenant (migrations 0011, 0013); the rest of its
     statement reaches rows by key, so one plan per connection serves every tenant and the search
     skips planning. Filters go inside the nearest-vector scan, whose plan must see their values."""
     return "force_generic_plan" if (filters or MemoryFilters()) == MemoryFilters() else "force_custom_plan"
@@ -373,6 +373,8 @@ class _P:
     candidates = bindparam("candidates", type_=Integer)
     query_text = bindparam("query_text", type_=Text)
     picking = bindparam("picking", type_=Text)
+    picking_words = bindparam("picking_words", type_=ARRAY(Text))
+    words = bindparam("words", type_=ARRAY(Text))
     lexemes = bindparam("lexemes", type_=ARRAY(Text))
     idf = bindparam("idf", type_=ARRAY(Float))
     avg_len = bindparam("avg_len", type_=Float)
@@ -410,17 +412,21 @@ def _statement(shape: _Shape) -> _Statement:
     if shape.bm25:
         lexemes = cast(_P.lexemes, ARRAY(TSQUERY))
 
-        # BM25 where the full-text index finds the rows (migration 0010): the best matches of the
+        # BM25 where the word indexes find the rows (migrations 0010, 0013): the best matches of the
         # scope chain come back scored, and only those are read again here, under RLS and the
         # read conditions.
         def matched(limit: Any, name: str) -> Any:
-            return (
-                func.memvault_word_top(
+            # Live memories from the namespace's own word index (migration 0013); the rest, which
+            # that index leaves out, from the full-text index.
+            if shape.live:
+                found = func.memvault_word_best(
+                    namespace_id, _P.picking_words, _P.words, lexemes, _P.idf, _P.avg_len, limit
+                )
+            else:
+                found = func.memvault_word_top(
                     namespace_id, cast(_P.picking, TSQUERY), lexemes, _P.idf, _P.avg_len, shape.live, limit
                 )
-                .table_valued("id", "score")
-                .render_derived(name=name)
-            )
+            return found.table_valued("id", "score").render_derived(name=name)
 
         def best(found: Any) -> Any:
             return (
@@ -827,6 +833,8 @@ async def hybrid_search(
         "candidates": candidates,
         "query_text": query,
         "picking": tsquery_text(*picking) if bm25 else None,
+        "picking_words": picking,
+        "words": words,
         "lexemes": [tsquery_text(lx) for lx in words],
         "idf": [terms.idf(lx) for lx in words] if terms is not None else [],
         "avg_len": terms.avg_len if terms is not None else 1.0,

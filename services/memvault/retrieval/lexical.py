@@ -86,8 +86,7 @@ class TermStatsCache:
         missing = [lx for lx in lexemes if lx not in known]
         if missing:
             # Counted up to DF_CAP each: a word in that many memories is common whatever its exact
-            # count. On the full-text index, through memvault_word_counts (migration 0008): under
-            # RLS the planner may not use that index for `tsv @@ query` directly.
+            # count. Through memvault_word_counts, on the namespace's word index (migration 0013).
             counts = func.memvault_word_counts(namespace_id, missing, DF_CAP).table_valued("lexeme", "df")
             found = {lx: df for lx, df in (await s.execute(select(counts.c.lexeme, counts.c.df))).all()}
             known.update({lx: int(found.get(lx, 0)) for lx in missing})

@@ -1,0 +1,260 @@
+"""The lexical channel's word index (memory_terms, migration 0013): kept in step with every write
+by triggers, read only through memvault_word_best, and never across tenants."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from alembic import command
+from psycopg import errors
+
+from memvault.api import NamespaceAPI
+from memvault.db import migrate
+from memvault.db.urls import DatabaseUrls
+from memvault.memories.schemas import MemoryIn, MemoryPatch
+from memvault.retrieval.schemas import SearchIn
+from tests.conftest import Tenant
+
+BEST = "SELECT id, score FROM memvault_word_best(%s, %s, %s, %s::tsquery[], %s, %s, %s)"
+TOP = "SELECT id, score FROM memvault_word_top(%s, %s::tsquery, %s::tsquery[], %s, %s, true, %s)"
+
+
+def conninfo(url: Any) -> str:
+    return url.render_as_string(hide_password=False).replace("+psycopg", "")
+
+
+@pytest.fixture
+async def owner_conn(pg_urls: DatabaseUrls) -> AsyncIterator[psycopg.AsyncConnection]:
+    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture
+async def app_conn(pg_urls: DatabaseUrls) -> AsyncIterator[psycopg.AsyncConnection]:
+    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.app), autocommit=True) as conn:
+        yield conn
+
+
+async def terms(owner: psycopg.AsyncConnection, memory_id: uuid.UUID) -> dict[str, tuple[uuid.UUID, int]]:
+    """The memory's words in the index: lexeme -> (where it is filed, the memory's length)."""
+    rows = await (
+        await owner.execute("SELECT lexeme, owner_key, doc_len FROM memory_terms WHERE memory_id = %s", (memory_id,))
+    ).fetchall()
+    return {lexeme: (key, n) for lexeme, key, n in rows}
+
+
+async def lexemes(owner: psycopg.AsyncConnection, text: str) -> set[str]:
+    row = await (await owner.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", (text,))).fetchone()
+    assert row is not None
+    return set(row[0])
+
+
+async def namespace_id(owner: psycopg.AsyncConnection, tenant: Tenant) -> uuid.UUID:
+    row = await (
+        await owner.execute(
+            "SELECT id FROM namespaces WHERE tenant_id = %s AND name = %s", (tenant.id, tenant.namespace)
+        )
+    ).fetchone()
+    assert row is not None
+    return row[0]
+
+
+def tsq(word: str) -> str:
+    return "'" + word.replace("'", "''") + "'"
+
+
+class TestKeptInStep:
+    async def test_a_stored_memory_is_filed_under_its_namespace(
+        self, api: NamespaceAPI, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        content = "The lighthouse keeper feeds a one-eyed cat named Pilot"
+        m = await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content=content))
+        ns = await namespace_id(owner_conn, tenant_a)
+
+        filed = await terms(owner_conn, m.id)
+        words = await lexemes(owner_conn, content)
+        assert set(filed) == words
+        assert {key for key, _ in filed.values()} == {ns}
+        assert {n for _, n in filed.values()} == {len(words)}
+
+    async def test_a_tenant_wide_memory_is_filed_under_its_tenant(
+        self, api: NamespaceAPI, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        m = await api.store(
+            tenant_a.principal, tenant_a.namespace, MemoryIn(content="Invoices are due in thirty days", scope="tenant")
+        )
+
+        assert {key for key, _ in (await terms(owner_conn, m.id)).values()} == {tenant_a.id}
+
+    async def test_a_corrected_memory_is_found_by_its_new_words_only(
+        self, api: NamespaceAPI, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        p, ns = tenant_a.principal, tenant_a.namespace
+        m = await api.store(p, ns, MemoryIn(content="The spare key hides under the geranium pot"))
+        await api.store(p, ns, MemoryIn(content="Lunch is at noon on weekdays"))
+        await api.update_memory(p, ns, m.id, MemoryPatch(content="The spare key hides inside the mailbox"))
+
+        assert set(await terms(owner_conn, m.id)) == await lexemes(owner_conn, "The spare key hides inside the mailbox")
+
+        async def lexical_rank(query: str) -> int | None:
+            out = await api.search(p, ns, SearchIn(query=query))
+            return next((r.signals.lexical_rank for r in out.results if r.memory.id == m.id), None)
+
+        assert await lexical_rank("mailbox") == 1
+        assert await lexical_rank("geranium") is None
+
+    async def test_archived_leaves_and_promoted_comes_back(
+        self, api: NamespaceAPI, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        p, ns = tenant_a.principal, tenant_a.namespace
+        m = await api.store(p, ns, MemoryIn(content="Ana prefers window seats on trains"))
+        before = await terms(owner_conn, m.id)
+
+        await api.archive_memory(p, ns, m.id)
+        assert await terms(owner_conn, m.id) == {}
+        await api.promote_memory(p, ns, m.id)
+        assert await terms(owner_conn, m.id) == before
+
+    async def test_a_superseded_version_leaves(
+        self, api: NamespaceAPI, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        p, ns = tenant_a.principal, tenant_a.namespace
+        old = await api.store(p, ns, MemoryIn(content="Ana lives in Lisbon", type="fact", key="home_city"))
+        new = await api.store(p, ns, MemoryIn(content="Ana lives in Porto", type="fact", key="home_city"))
+
+        assert new.id != old.id
+        assert await terms(owner_conn, old.id) == {}
+        assert "porto" in await terms(owner_conn, new.id)
+
+    async def test_deleting_a_memory_or_its_namespace_leaves_nothing(
+        self, api: NamespaceAPI, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        p = tenant_a.principal
+        gone = await api.store(p, tenant_a.namespace, MemoryIn(content="The boiler was serviced in May"))
+        await api.delete_memory(p, tenant_a.namespace, gone.id)
+        assert await terms(owner_conn, gone.id) == {}
+
+        from memvault.namespaces.schemas import NamespaceIn
+
+        await api.create_namespace(p, NamespaceIn(name="scratch"))
+        kept = await api.store_many(p, "scratch", [MemoryIn(content=f"Scratch note number {i}") for i in range(5)])
+        await api.delete_namespace(p, "scratch")
+        for m in kept:
+            assert await terms(owner_conn, m.id) == {}
+
+    async def test_counting_accesses_leaves_the_index_alone(
+        self, api: NamespaceAPI, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        """Only a change of words, liveness or place rewrites a memory's entries (the trigger's
+        WHEN clause): a search's access counts must not."""
+        p, ns = tenant_a.principal, tenant_a.namespace
+        m = await api.store(p, ns, MemoryIn(content="The telescope lens needs a new cap"))
+        versions = "SELECT array_agg(xmin::text ORDER BY lexeme) FROM memory_terms WHERE memory_id = %s"
+        before = await (await owner_conn.execute(versions, (m.id,))).fetchone()
+
+        await api.search(p, ns, SearchIn(query="telescope lens"))
+        await api.get_memory(p, ns, m.id)  # writes the pending access count with its own
+        assert (await api.get_memory(p, ns, m.id)).access_count >= 1
+        assert await (await owner_conn.execute(versions, (m.id,))).fetchone() == before
+
+    async def test_the_migration_files_the_memories_already_stored(
+        self, api: NamespaceAPI, pg_urls: DatabaseUrls, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        m = await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content="Backups run every night at two"))
+        filed = await terms(owner_conn, m.id)
+        config = migrate.alembic_config(pg_urls.owner, "memvault_app")
+
+        command.downgrade(config, "0012")
+        try:
+            gone = await (await owner_conn.execute("SELECT to_regclass('memory_terms')")).fetchone()
+        finally:
+            command.upgrade(config, "head")
+
+        assert gone == (None,)
+        assert filed and await terms(owner_conn, m.id) == filed
+
+
+class TestWordBest:
+    async def test_answers_only_for_the_current_tenant(
+        self,
+        api: NamespaceAPI,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+        tenant_b: Tenant,
+    ) -> None:
+        for tenant in (tenant_a, tenant_b):
+            await api.store(tenant.principal, tenant.namespace, MemoryIn(content=f"{tenant.name} lives in Oslo"))
+        ns_a, ns_b = await namespace_id(owner_conn, tenant_a), await namespace_id(owner_conn, tenant_b)
+        args = (["oslo"], ["oslo"], ["oslo"], [2.0], 4.0, 10)
+        async with app_conn.transaction():
+            await app_conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant_a.id),))
+            own = await (await app_conn.execute(BEST, (ns_a, *args))).fetchall()
+            other = await (await app_conn.execute(BEST, (ns_b, *args))).fetchall()
+            top = await (await app_conn.execute(TOP, (ns_a, "oslo", ["oslo"], [2.0], 4.0, 10))).fetchall()
+        async with app_conn.transaction():
+            nobody = await (await app_conn.execute(BEST, (ns_a, *args))).fetchall()
+
+        assert len(own) == 1 and own == top
+        assert other == [] and nobody == []
+
+    async def test_only_the_triggers_write_the_index(
+        self,
+        api: NamespaceAPI,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+    ) -> None:
+        m = await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content="Ana collects blue stamps"))
+        ns = await namespace_id(owner_conn, tenant_a)
+        for statement, args in [
+            ("INSERT INTO memory_terms VALUES (%s, %s, 'forged', %s, 1)", (tenant_a.id, ns, m.id)),
+            ("DELETE FROM memory_terms WHERE memory_id = %s", (m.id,)),
+            ("UPDATE memory_terms SET doc_len = 99 WHERE memory_id = %s", (m.id,)),
+        ]:
+            with pytest.raises(errors.InsufficientPrivilege):
+                async with app_conn.transaction():
+                    await app_conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant_a.id),))
+                    await app_conn.execute(statement, args)
+
+        assert set(await terms(owner_conn, m.id)) == await lexemes(owner_conn, "Ana collects blue stamps")
+
+    async def test_ranks_as_word_top_does(
+        self,
+        api: NamespaceAPI,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+    ) -> None:
+        """Within 4x its limit the word index finds every row the full-text index does, and
+        scores each on every query word: common words (here 'red'), which pick nothing, still
+        lift the rows that have them."""
+        rng = random.Random(7)
+        vocabulary = ["amber", "basil", "cedar", "dune", "ember", "fjord", "grove", "harbor", "iris", "jade"]
+        texts = [" ".join(rng.sample(vocabulary, rng.randint(1, 4)) + ["red"] * rng.randint(0, 1)) for _ in range(60)]
+        await api.store_many(tenant_a.principal, tenant_a.namespace, [MemoryIn(content=t) for t in texts])
+        ns = await namespace_id(owner_conn, tenant_a)
+        rows = [(await lexemes(owner_conn, t)) for t in texts]
+        async with app_conn.transaction():
+            await app_conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant_a.id),))
+            for picking in (["amber"], ["basil", "cedar"], ["dune", "ember", "fjord"]):
+                words = sorted({*picking, "red"})
+                idf = [1.0 + len(w) / 3 for w in words]
+                matches = sum(1 for r in rows if r & set(picking))
+                limit = max(1, matches // 4 + 1)  # the word index reads 4 x limit of the picked rows
+                best = await (
+                    await app_conn.execute(BEST, (ns, picking, words, [tsq(w) for w in words], idf, 5.0, limit))
+                ).fetchall()
+                top = await (
+                    await app_conn.execute(
+                        TOP, (ns, " | ".join(tsq(w) for w in picking), [tsq(w) for w in words], idf, 5.0, limit)
+                    )
+                ).fetchall()
+                assert [i for i, _ in best] == [i for i, _ in top]
+                assert [s for _, s in best] == pytest.approx([s for _, s in top])
+                assert len(best) == limit
