@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from memvault.embeddings.base import QueryCache
-from memvault.embeddings.local import LocalEmbedder
+from memvault.embeddings.local import LocalEmbedder, _mean_pooling
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -141,3 +143,74 @@ class TestMisconfiguration:
 
         with pytest.raises(ValueError, match="384-d"):
             wrong.load()
+
+
+def files(folder: Path) -> list[Path]:
+    return sorted(folder.iterdir())
+
+
+LONG = "The quarterly tax report is due next Tuesday and the accountant wants the receipts. " * 40
+
+
+class TestOnnxRuntime:
+    """Single texts (search queries) run on ONNX Runtime, exported from the model on first load;
+    batches stay on torch. Both must give the same vectors, or stored memories and queries would
+    stop comparing."""
+
+    async def test_a_query_runs_on_onnx_and_matches_torch(self, embedder: LocalEmbedder) -> None:
+        on_torch = LocalEmbedder(embedder.model_id, dim=embedder.dim, runtime="torch", cache_size=0)
+        texts = ["Ana prefers window seats", "x", "What did Caroline research last year?", LONG]  # LONG: truncated
+
+        onnx = [(await embedder.embed([t]))[0] for t in texts]
+        torch = [(await on_torch.embed([t]))[0] for t in texts]
+
+        assert embedder.runtime == "onnx" and on_torch.runtime == "torch"
+        assert np.allclose(onnx, torch, atol=1e-5)
+        assert np.allclose(np.linalg.norm(onnx, axis=1), 1.0, atol=1e-5)
+
+    async def test_a_query_vector_matches_the_batch_vector_of_the_same_text(self, embedder: LocalEmbedder) -> None:
+        texts = ["Deploys happen on Fridays", "The staging database runs on port 5433", LONG]
+        batch = await embedder.embed(texts)  # torch
+        singles = [(await embedder.embed([t]))[0] for t in texts]  # ONNX Runtime
+
+        assert np.allclose(batch, singles, atol=1e-5)
+
+    async def test_the_export_is_made_once_and_reused(self, embedder: LocalEmbedder, tmp_path: Path) -> None:
+        first = LocalEmbedder(embedder.model_id, dim=embedder.dim, onnx_dir=tmp_path)
+        first.load()
+        [exported] = files(tmp_path)
+        made = exported.stat().st_mtime_ns
+
+        second = LocalEmbedder(embedder.model_id, dim=embedder.dim, onnx_dir=tmp_path)
+        second.load()
+
+        assert first.runtime == second.runtime == "onnx"
+        assert files(tmp_path) == [exported]  # one model file, no partial one left behind
+        assert exported.stat().st_mtime_ns == made
+        assert np.allclose(await first.embed(["reused"]), await second.embed(["reused"]), atol=1e-6)
+
+    async def test_an_export_that_fails_leaves_the_model_on_torch(
+        self, embedder: LocalEmbedder, tmp_path: Path
+    ) -> None:
+        blocked = tmp_path / "not-a-folder"
+        blocked.write_text("a file where the ONNX folder should be")
+        fallback = LocalEmbedder(embedder.model_id, dim=embedder.dim, onnx_dir=blocked)
+
+        vector = await fallback.embed_query("still embedded")
+
+        assert fallback.runtime == "torch"
+        assert np.allclose(vector, await embedder.embed_query("still embedded"), atol=1e-5)
+
+    @pytest.mark.parametrize(
+        ("config", "mean"),
+        [
+            ({"embedding_dimension": 384, "pooling_mode": "mean", "include_prompt": True}, True),
+            ({"embedding_dimension": 384, "pooling_mode": "cls"}, False),
+            ({"pooling_mode": "mean", "include_prompt": False}, False),
+            ({"pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}, True),
+            ({"pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": True}, False),
+            ({"pooling_mode_cls_token": True}, False),
+        ],
+    )
+    def test_only_plain_mean_pooling_is_exported(self, config: dict[str, object], mean: bool) -> None:
+        assert _mean_pooling(config) is mean

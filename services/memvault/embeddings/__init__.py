@@ -29,4 +29,6 @@ def build_embedder(settings: Settings) -> Embedder:
         dim=settings.embedding_dim,
         batch_size=settings.embedding_batch_size,
         cache_size=settings.query_cache_size,
+        runtime=settings.embedding_runtime,
+        onnx_dir=settings.embedding_onnx_dir,
     )
