@@ -4,8 +4,6 @@ repositories' own tenant filters, so it must hold even for SQL that forgets to f
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -20,6 +18,7 @@ from memvault.events.schemas import EventsIn, MessageIn
 from memvault.keys import tokens
 from memvault.memories.schemas import MemoryIn
 from tests.conftest import Tenant
+from tests.db.conftest import conninfo, scalar, set_tenant
 
 TABLES = (
     "tenants",
@@ -52,24 +51,6 @@ UPDATES = {
     "memories": "UPDATE memories SET content = 'hijacked' WHERE tenant_id = %s",
 }
 DELETES = {table: f"DELETE FROM {table} WHERE tenant_id = %s" for table in UPDATES}
-
-
-def conninfo(url: Any) -> str:
-    return url.render_as_string(hide_password=False).replace("+psycopg", "")
-
-
-@pytest.fixture
-async def app_conn(pg_urls: DatabaseUrls) -> AsyncIterator[psycopg.AsyncConnection]:
-    """A connection as the app role. Autocommit, so each `conn.transaction()` block is one transaction."""
-    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.app), autocommit=True) as conn:
-        yield conn
-
-
-@pytest.fixture
-async def owner_conn(pg_urls: DatabaseUrls) -> AsyncIterator[psycopg.AsyncConnection]:
-    """Only to confirm what exists; data is made through the facade."""
-    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as conn:
-        yield conn
 
 
 @pytest.fixture
@@ -139,19 +120,8 @@ async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenan
             )
 
 
-async def scalar(conn: psycopg.AsyncConnection, sql: str, params: tuple[Any, ...] = ()) -> Any:
-    cur = await conn.execute(sql, params)
-    row = await cur.fetchone()
-    assert row is not None
-    return row[0]
-
-
 async def rows_of(conn: psycopg.AsyncConnection, table: str, tenant: Tenant) -> int:
     return int(await scalar(conn, f"SELECT count(*) FROM {table} WHERE {TENANT_COLUMN[table]} = %s", (tenant.id,)))
-
-
-async def set_tenant(conn: psycopg.AsyncConnection, tenant: Tenant) -> None:
-    await conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant.id),))
 
 
 @pytest.mark.usefixtures("data")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -19,25 +17,10 @@ from memvault.db.urls import DatabaseUrls
 from memvault.memories.schemas import MemoryIn, MemoryPatch
 from memvault.retrieval.schemas import SearchIn
 from tests.conftest import Tenant
+from tests.db.conftest import set_tenant
 
 BEST = "SELECT id, score FROM memvault_word_best(%s, %s, %s, %s::tsquery[], %s, %s, %s)"
 TOP = "SELECT id, score FROM memvault_word_top(%s, %s::tsquery, %s::tsquery[], %s, %s, true, %s)"
-
-
-def conninfo(url: Any) -> str:
-    return url.render_as_string(hide_password=False).replace("+psycopg", "")
-
-
-@pytest.fixture
-async def owner_conn(pg_urls: DatabaseUrls) -> AsyncIterator[psycopg.AsyncConnection]:
-    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as conn:
-        yield conn
-
-
-@pytest.fixture
-async def app_conn(pg_urls: DatabaseUrls) -> AsyncIterator[psycopg.AsyncConnection]:
-    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.app), autocommit=True) as conn:
-        yield conn
 
 
 async def terms(owner: psycopg.AsyncConnection, memory_id: uuid.UUID) -> dict[str, tuple[uuid.UUID, int]]:
@@ -167,16 +150,27 @@ class TestKeptInStep:
     ) -> None:
         m = await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content="Backups run every night at two"))
         filed = await terms(owner_conn, m.id)
+        ns = await namespace_id(owner_conn, tenant_a)
         config = migrate.alembic_config(pg_urls.owner, "memvault_app")
+        counts = "SELECT df FROM memvault_word_counts(%s, ARRAY['backup', 'night'], 10) ORDER BY lexeme"
 
+        async def counted() -> list[int]:
+            async with owner_conn.transaction():
+                await set_tenant(owner_conn, tenant_a)
+                return [r[0] for r in await (await owner_conn.execute(counts, (ns,))).fetchall()]
+
+        before = await counted()
         command.downgrade(config, "0012")
         try:
             gone = await (await owner_conn.execute("SELECT to_regclass('memory_terms')")).fetchone()
+            on_the_full_text_index = await counted()  # the function 0008 made, back in place
         finally:
             command.upgrade(config, "head")
 
         assert gone == (None,)
+        assert before == on_the_full_text_index == [1, 1]
         assert filed and await terms(owner_conn, m.id) == filed
+        assert await counted() == [1, 1]
 
 
 class TestWordBest:
@@ -193,7 +187,7 @@ class TestWordBest:
         ns_a, ns_b = await namespace_id(owner_conn, tenant_a), await namespace_id(owner_conn, tenant_b)
         args = (["oslo"], ["oslo"], ["oslo"], [2.0], 4.0, 10)
         async with app_conn.transaction():
-            await app_conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant_a.id),))
+            await set_tenant(app_conn, tenant_a)
             own = await (await app_conn.execute(BEST, (ns_a, *args))).fetchall()
             other = await (await app_conn.execute(BEST, (ns_b, *args))).fetchall()
             top = await (await app_conn.execute(TOP, (ns_a, "oslo", ["oslo"], [2.0], 4.0, 10))).fetchall()
@@ -219,7 +213,7 @@ class TestWordBest:
         ]:
             with pytest.raises(errors.InsufficientPrivilege):
                 async with app_conn.transaction():
-                    await app_conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant_a.id),))
+                    await set_tenant(app_conn, tenant_a)
                     await app_conn.execute(statement, args)
 
         assert set(await terms(owner_conn, m.id)) == await lexemes(owner_conn, "Ana collects blue stamps")
@@ -241,7 +235,7 @@ class TestWordBest:
         ns = await namespace_id(owner_conn, tenant_a)
         rows = [(await lexemes(owner_conn, t)) for t in texts]
         async with app_conn.transaction():
-            await app_conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant_a.id),))
+            await set_tenant(app_conn, tenant_a)
             for picking in (["amber"], ["basil", "cedar"], ["dune", "ember", "fjord"]):
                 words = sorted({*picking, "red"})
                 idf = [1.0 + len(w) / 3 for w in words]

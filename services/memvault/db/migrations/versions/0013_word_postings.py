@@ -83,6 +83,22 @@ def _postings(rows: str, m: str) -> str:
         WHERE {LIVE.format(m=m)} AND {key} IS NOT NULL"""
 
 
+def _word_counts(schema: str, settings: str, hits: str) -> str:
+    """memvault_word_counts: how many of the namespace's memories (``hits``, one row each for
+    lexeme ``l``) contain each lexeme, up to p_cap."""
+    return f"""
+        CREATE OR REPLACE FUNCTION memvault_word_counts(p_namespace uuid, p_lexemes text[], p_cap integer)
+        RETURNS TABLE (lexeme text, df integer)
+        LANGUAGE sql STABLE SECURITY DEFINER
+        SET search_path = pg_catalog, {schema}
+        {settings}
+        AS $$
+            SELECT l, (SELECT count(*) FROM ({hits} LIMIT p_cap) hits)::integer
+            FROM unnest(p_lexemes) l
+        $$;
+        """
+
+
 def upgrade() -> None:
     role = _app_role()
     schema = op.get_bind().exec_driver_sql("SELECT current_schema()").scalar_one()
@@ -223,20 +239,12 @@ def upgrade() -> None:
     # alone, where the full-text index visited each matching row (about 10 ms for a new word).
     # Live memories only, as the index holds them.
     op.execute(
-        f"""
-        CREATE OR REPLACE FUNCTION memvault_word_counts(p_namespace uuid, p_lexemes text[], p_cap integer)
-        RETURNS TABLE (lexeme text, df integer)
-        LANGUAGE sql STABLE SECURITY DEFINER
-        SET search_path = pg_catalog, {schema}
-        SET plan_cache_mode = force_custom_plan
-        AS $$
-            SELECT l, (SELECT count(*) FROM (
-                         SELECT 1 FROM {schema}.memory_terms t
-                         WHERE t.tenant_id = {CURRENT_TENANT} AND t.owner_key = p_namespace AND t.lexeme = l
-                         LIMIT p_cap) hits)::integer
-            FROM unnest(p_lexemes) l
-        $$;
-        """
+        _word_counts(
+            schema,
+            "SET plan_cache_mode = force_custom_plan",
+            f"""SELECT 1 FROM {schema}.memory_terms t
+                WHERE t.tenant_id = {CURRENT_TENANT} AND t.owner_key = p_namespace AND t.lexeme = l""",
+        )
     )
 
 
@@ -244,23 +252,14 @@ def downgrade() -> None:
     schema = op.get_bind().exec_driver_sql("SELECT current_schema()").scalar_one()
     # memvault_word_counts as migrations 0008 and 0011 left it, on the full-text index.
     op.execute(
-        f"""
-        CREATE OR REPLACE FUNCTION memvault_word_counts(p_namespace uuid, p_lexemes text[], p_cap integer)
-        RETURNS TABLE (lexeme text, df integer)
-        LANGUAGE sql STABLE SECURITY DEFINER
-        SET search_path = pg_catalog, {schema}
-        SET enable_seqscan = off
-        SET plan_cache_mode = force_custom_plan
-        AS $$
-            SELECT l, (SELECT count(*) FROM (
-                         SELECT 1 FROM {schema}.memories m
-                         WHERE m.tsv @@ quote_literal(l)::tsquery
-                           AND m.tenant_id = {CURRENT_TENANT} AND m.namespace_id = p_namespace
-                           AND m.superseded_at IS NULL
-                         LIMIT p_cap) hits)::integer
-            FROM unnest(p_lexemes) l
-        $$;
-        """
+        _word_counts(
+            schema,
+            "SET enable_seqscan = off SET plan_cache_mode = force_custom_plan",
+            f"""SELECT 1 FROM {schema}.memories m
+                WHERE m.tsv @@ quote_literal(l)::tsquery
+                  AND m.tenant_id = {CURRENT_TENANT} AND m.namespace_id = p_namespace
+                  AND m.superseded_at IS NULL""",
+        )
     )
     op.execute(f"DROP FUNCTION IF EXISTS {WORD_BEST}")
     for trigger in ("memories_terms_added", "memories_terms_removed", "memories_terms_changed"):
