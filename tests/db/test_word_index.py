@@ -15,9 +15,10 @@ from memvault.api import NamespaceAPI
 from memvault.db import migrate
 from memvault.db.urls import DatabaseUrls
 from memvault.memories.schemas import MemoryIn, MemoryPatch
+from memvault.retrieval.lexical import tsquery_text
 from memvault.retrieval.schemas import SearchIn
 from tests.conftest import Tenant
-from tests.db.conftest import set_tenant
+from tests.db.conftest import scalar, set_tenant
 
 BEST = "SELECT id, score FROM memvault_word_best(%s, %s, %s, %s::tsquery[], %s, %s, %s)"
 TOP = "SELECT id, score FROM memvault_word_top(%s, %s::tsquery, %s::tsquery[], %s, %s, true, %s)"
@@ -32,23 +33,12 @@ async def terms(owner: psycopg.AsyncConnection, memory_id: uuid.UUID) -> dict[st
 
 
 async def lexemes(owner: psycopg.AsyncConnection, text: str) -> set[str]:
-    row = await (await owner.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", (text,))).fetchone()
-    assert row is not None
-    return set(row[0])
+    return set(await scalar(owner, "SELECT tsvector_to_array(to_tsvector('english', %s))", (text,)))
 
 
 async def namespace_id(owner: psycopg.AsyncConnection, tenant: Tenant) -> uuid.UUID:
-    row = await (
-        await owner.execute(
-            "SELECT id FROM namespaces WHERE tenant_id = %s AND name = %s", (tenant.id, tenant.namespace)
-        )
-    ).fetchone()
-    assert row is not None
-    return row[0]
-
-
-def tsq(word: str) -> str:
-    return "'" + word.replace("'", "''") + "'"
+    sql = "SELECT id FROM namespaces WHERE tenant_id = %s AND name = %s"
+    return await scalar(owner, sql, (tenant.id, tenant.namespace))
 
 
 class TestKeptInStep:
@@ -241,13 +231,10 @@ class TestWordBest:
                 idf = [1.0 + len(w) / 3 for w in words]
                 matches = sum(1 for r in rows if r & set(picking))
                 limit = max(1, matches // 4 + 1)  # the word index reads 4 x limit of the picked rows
-                best = await (
-                    await app_conn.execute(BEST, (ns, picking, words, [tsq(w) for w in words], idf, 5.0, limit))
-                ).fetchall()
+                each = [tsquery_text(w) for w in words]
+                best = await (await app_conn.execute(BEST, (ns, picking, words, each, idf, 5.0, limit))).fetchall()
                 top = await (
-                    await app_conn.execute(
-                        TOP, (ns, " | ".join(tsq(w) for w in picking), [tsq(w) for w in words], idf, 5.0, limit)
-                    )
+                    await app_conn.execute(TOP, (ns, tsquery_text(*picking), each, idf, 5.0, limit))
                 ).fetchall()
                 assert [i for i, _ in best] == [i for i, _ in top]
                 assert [s for _, s in best] == pytest.approx([s for _, s in top])
