@@ -424,7 +424,7 @@ def _statement(shape: _Shape) -> _Statement:
                 )
             else:
                 found = func.memvault_word_top(
-                    namespace_id, cast(_P.picking, TSQUERY), lexemes, _P.idf, _P.avg_len, shape.live, limit
+                    namespace_id, cast(_P.picking, TSQUERY), lexemes, _P.idf, _P.avg_len, False, limit
                 )
             return found.table_valued("id", "score").render_derived(name=name)
 
