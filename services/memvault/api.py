@@ -7,6 +7,7 @@ changes, and returns API schemas. Nothing else opens tenant transactions.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -65,6 +66,14 @@ from memvault.tenants import service as tenants_service
 from memvault.traces.service import TraceOps
 
 log = logging.getLogger(__name__)
+
+
+def _consume(task: asyncio.Future[Any]) -> None:
+    """Take the outcome of a task nobody awaits any more, so that asyncio does not report it as
+    never retrieved; an unexpected error is logged instead."""
+    if not task.cancelled() and (exc := task.exception()) is not None:
+        log.warning("abandoned query embedding failed: %r", exc)
+
 
 # A key's last-used time is written at most this often, so reads do not each cost a write.
 LAST_USED_RESOLUTION = timedelta(seconds=60)
@@ -354,17 +363,14 @@ class NamespaceAPI(
         p.require("read", ns)
         failures: list[str] = []
         started = time.perf_counter()
-        try:
-            qvec: list[float] | None = await self._embedder.embed_query(req.query)
-        except EmbeddingUnavailable:
-            log.warning("query embedding failed; serving lexical results only", exc_info=True)
-            qvec, failures = None, ["embedding"]
-        embed_ms = (time.perf_counter() - started) * 1000
         second = SecondStage(
             self._reranker, self._rewriter, self._settings.rerank_candidates, rerank=req.rerank, rewrite=req.rewrite
         )
-        # The rewrite changes only the dense channel's vector: the lexical channel keeps the user's words.
-        qvec = await second.query_vector(req.query, qvec, self._embedder)
+        # The query is embedded on a thread while the database reads what the search needs before
+        # its statement (the namespace, the query's words and their counts): neither waits for the
+        # other (docs/benchmarks.md, "The query embedded beside the preamble"). A rewrite asks a
+        # remote model, and no transaction stays open for that: it is waited for first.
+        embedding = asyncio.ensure_future(self._dense_vector(req.query, second))
         candidates = max(50, req.limit * 5)
         bm25 = self._settings.search_lexical == "bm25"
         settings = {
@@ -373,71 +379,81 @@ class NamespaceAPI(
             "plan_cache_mode": plan_cache_mode(req.filters),
             **hnsw_settings(candidates),
         }
-        async with self._db.tenant_tx(p.tenant_id, settings=settings) as tx:
-            # The namespace, the model probe, the query's words and the entities it names in one
-            # round trip. Entities are looked for unless the request turns the graph channel off
-            # (a namespace's own weights are only known from this same row).
-            pre = await search_preamble(
-                tx.session,
-                tenant_id=p.tenant_id,
-                namespace=ns,
-                query=req.query,
-                model_id=self._embedder.model_id if qvec is not None else None,
-                bm25=bm25,
-                graph=(req.weights or {}).get("graph") != 0,
-                at=req.reference_time or datetime.now(UTC),
-            )
-            if pre is None:
-                raise NamespaceNotFound(f"No namespace named '{ns}'.")
-            namespace, lexemes = pre.namespace, pre.lexemes
-            # Rows of another model are invisible to the dense channel until re-embedded: say so.
-            if pre.other_model:
-                failures.append("embedding_model_mismatch")
-            cues = analyse(req.query, req.reference_time)
-            defaults = NamespaceSettings.model_validate(namespace.settings or {}).search or SearchSettings()
-            weights = req.effective_weights(defaults.weights)
-            entities = pre.entities if weights.get("graph", 0) > 0 else NamedEntities()
-            terms = None
-            if bm25:
-                terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, sorted(lexemes))
-            outcome = await hybrid_search(
-                tx.session,
-                tenant_id=p.tenant_id,
-                namespace_id=namespace.id,
-                query=req.query,
-                query_vector=qvec,
-                model_id=self._embedder.model_id,
-                filters=req.filters,
-                limit=second.fetch(req.limit),
-                candidates=candidates,
-                head=max(10, req.limit),
-                weights=weights,
-                fusion=req.fusion or defaults.fusion or DEFAULT_FUSION,
-                cues=cues,
-                entities=entities,
-                reference_time=req.reference_time,
-                half_life_days=self._settings.search_recency_half_life_days,
-                strength_half_life_days=self._settings.decay_half_life_days,
-                terms=terms,
-                hnsw_set=True,
-            )
-            hits = outcome.hits
-            min_score_applied = req.min_score is not None and qvec is not None
-            if min_score_applied:
-                hits = [h for h in hits if (h.semantic_relevance or 0.0) >= req.min_score]  # type: ignore[operator]
-            hits = await second.rerank_hits(req.query, hits, req.limit)
-            neighbours: dict[uuid.UUID, list[Memory]] = {}
-            neighbours_started = time.perf_counter()
-            if req.neighbours:
-                neighbours = await neighbours_of(
+        try:
+            if second.rewriting:
+                await asyncio.wait({embedding})
+            async with self._db.tenant_tx(p.tenant_id, settings=settings) as tx:
+                # The namespace, the model probe, the query's words and the entities it names in one
+                # round trip. Entities are looked for unless the request turns the graph channel off
+                # (a namespace's own weights are only known from this same row).
+                pre = await search_preamble(
+                    tx.session,
+                    tenant_id=p.tenant_id,
+                    namespace=ns,
+                    query=req.query,
+                    model_id=self._embedder.model_id,
+                    bm25=bm25,
+                    graph=(req.weights or {}).get("graph") != 0,
+                    at=req.reference_time or datetime.now(UTC),
+                )
+                if pre is None:
+                    raise NamespaceNotFound(f"No namespace named '{ns}'.")
+                namespace, lexemes = pre.namespace, pre.lexemes
+                terms = None
+                if bm25:
+                    terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, sorted(lexemes))
+                qvec, embed_ms = await embedding
+                if qvec is None:
+                    failures.append("embedding")
+                # Rows of another model are invisible to the dense channel until re-embedded: say so.
+                elif pre.other_model:
+                    failures.append("embedding_model_mismatch")
+                cues = analyse(req.query, req.reference_time)
+                defaults = NamespaceSettings.model_validate(namespace.settings or {}).search or SearchSettings()
+                weights = req.effective_weights(defaults.weights)
+                entities = pre.entities if weights.get("graph", 0) > 0 else NamedEntities()
+                outcome = await hybrid_search(
                     tx.session,
                     tenant_id=p.tenant_id,
                     namespace_id=namespace.id,
+                    query=req.query,
+                    query_vector=qvec,
+                    model_id=self._embedder.model_id,
                     filters=req.filters,
-                    memories=[h.memory for h in hits],
-                    n=req.neighbours,
+                    limit=second.fetch(req.limit),
+                    candidates=candidates,
+                    head=max(10, req.limit),
+                    weights=weights,
+                    fusion=req.fusion or defaults.fusion or DEFAULT_FUSION,
+                    cues=cues,
+                    entities=entities,
+                    reference_time=req.reference_time,
+                    half_life_days=self._settings.search_recency_half_life_days,
+                    strength_half_life_days=self._settings.decay_half_life_days,
+                    terms=terms,
+                    hnsw_set=True,
                 )
-            neighbours_ms = (time.perf_counter() - neighbours_started) * 1000
+                hits = outcome.hits
+                min_score_applied = req.min_score is not None and qvec is not None
+                if min_score_applied:
+                    hits = [h for h in hits if (h.semantic_relevance or 0.0) >= req.min_score]  # type: ignore[operator]
+                hits = await second.rerank_hits(req.query, hits, req.limit)
+                neighbours: dict[uuid.UUID, list[Memory]] = {}
+                neighbours_started = time.perf_counter()
+                if req.neighbours:
+                    neighbours = await neighbours_of(
+                        tx.session,
+                        tenant_id=p.tenant_id,
+                        namespace_id=namespace.id,
+                        filters=req.filters,
+                        memories=[h.memory for h in hits],
+                        n=req.neighbours,
+                    )
+                neighbours_ms = (time.perf_counter() - neighbours_started) * 1000
+        finally:
+            # Gone before the embedding (no such namespace, a database error): the thread still
+            # finishes and caches its vector; nobody waits for it, and its outcome is consumed.
+            embedding.add_done_callback(_consume)
         self._accesses.record(p.tenant_id, [h.memory.id for h in hits])
         return SearchOut(
             results=[
@@ -473,6 +489,19 @@ class NamespaceAPI(
                 stages=second.stages,
             ),
         )
+
+    async def _dense_vector(self, query: str, second: SecondStage) -> tuple[list[float] | None, float]:
+        """The dense channel's vector, None when the embedder fails (the search goes on with words
+        only), and the milliseconds the embedding took. With a rewrite, the mean of the query's
+        and a hypothetical answer's vectors: the lexical channel keeps the user's words."""
+        started = time.perf_counter()
+        try:
+            vector: list[float] | None = await self._embedder.embed_query(query)
+        except EmbeddingUnavailable:
+            log.warning("query embedding failed; serving lexical results only", exc_info=True)
+            return None, (time.perf_counter() - started) * 1000
+        embed_ms = (time.perf_counter() - started) * 1000
+        return await second.query_vector(query, vector, self._embedder), embed_ms
 
     async def get_context(self, p: Principal, ns: str, req: ContextIn) -> ContextOut:
         """A prompt-ready markdown block of what is remembered for a query and/or a session or

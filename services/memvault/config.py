@@ -24,6 +24,12 @@ class Settings(BaseSettings):
     )
     app_role: str = Field(default="memvault_app", description="PostgreSQL role that request-path queries run as.")
     data_dir: Path = Field(default=Path("memvault-data"), description="Folder of the embedded PostgreSQL.")
+    embedded_shared_buffers: str = Field(
+        default="auto",
+        pattern=r"^(auto|[1-9][0-9]*(kB|MB|GB|TB))$",
+        description="The embedded PostgreSQL's shared_buffers: `auto` (a quarter of the machine's memory, "
+        "128MB to 8GB) or a size such as 2GB. Applies at the server's next start.",
+    )
     db_pool_size: int = Field(default=10, ge=1, description="Connections kept per gateway process.")
 
     redis_url: str | None = Field(default=None, description="Redis for jobs. Unset: jobs run in-process.")

@@ -20,7 +20,7 @@ def database_urls(settings: Settings) -> DatabaseUrls:
         return resolve(settings.database_url, settings.app_database_url, settings.app_role, embedded=False)
     from memvault.db.embedded import start_embedded
 
-    uri = start_embedded(settings.data_dir)
+    uri = start_embedded(settings.data_dir, settings.embedded_shared_buffers)
     return resolve(uri, None, settings.app_role, embedded=True)
 
 

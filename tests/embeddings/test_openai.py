@@ -4,6 +4,7 @@ storing refuses with 503 and stores nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import random
@@ -403,6 +404,20 @@ class TestSearchWithoutEmbeddings:
         assert r.status_code == 200, r.text
         assert r.json()["results"] == []
         assert r.json()["metrics"]["backend_failures"] == ["embedding"]
+
+    async def test_a_missing_namespace_is_a_404_while_the_embedding_fails_beside_it(
+        self, failing_client: httpx.AsyncClient, tenant_a: Tenant, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """The query is embedded while the namespace is read: the missing namespace decides the
+        answer, and the embedding left behind ends quietly."""
+        r = await failing_client.post(
+            "/v1/namespaces/no-such-namespace/search", json={"query": "window seats"}, headers=tenant_a.headers
+        )
+        await asyncio.sleep(0.2)  # time for the abandoned embedding to end
+
+        assert r.status_code == 404, r.text
+        assert r.json()["code"] == "namespace_not_found"
+        assert "never retrieved" not in caplog.text
 
     async def test_other_tenant_sees_nothing(
         self, client: httpx.AsyncClient, failing_client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant

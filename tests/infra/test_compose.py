@@ -103,6 +103,12 @@ class TestStructure:
     def test_the_stack(self, services: dict[str, dict[str, Any]]) -> None:
         assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "scheduler"}
         assert services["postgres"]["image"] == "pgvector/pgvector:pg17"
+        # Sized for the indexes a search reads, not PostgreSQL's 128MB (docs/operations.md).
+        assert [interpolate(part) for part in services["postgres"]["command"]] == [
+            "postgres",
+            "-c",
+            "shared_buffers=1GB",
+        ]
         assert services["redis"]["image"] == "redis:7-alpine"
         assert services["api"]["command"][0] == "serve"
         assert services["worker"]["command"] == ["worker"]

@@ -6,10 +6,11 @@ words, and a malformed, empty, failing or slow answer leaves the search as it wo
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from pydantic import SecretStr
 
@@ -39,9 +40,12 @@ class ChatStub(Stub):
 
     def __init__(self) -> None:
         self.passage = PASSAGE
+        self.on_answer: Callable[[], None] | None = None  # called as each answer is made
         super().__init__("/v1/chat/completions", self._answer, malformed='{"choices": [{"message": ')
 
     def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.on_answer is not None:
+            self.on_answer()
         return {
             "id": "chatcmpl-1",
             "object": "chat.completion",
@@ -149,6 +153,33 @@ class TestHyDE:
         assert out["metrics"]["stages"]["rewrite"] == "failed"
         assert out["metrics"]["backend_failures"] == ["rewrite"]
         assert out["metrics"]["timings_ms"]["rewrite"] < 1000 * (TIMEOUT_S + 0.5)
+
+    async def test_no_search_transaction_waits_on_the_model(
+        self, rewriting: httpx.AsyncClient, stub: ChatStub, pg_urls: DatabaseUrls, tenant_a: Tenant
+    ) -> None:
+        """The search reads the namespace while the query is embedded, but the rewrite is a remote
+        call of up to its timeout: it is done before the search's transaction opens."""
+        await store(rewriting, tenant_a, PET)
+        owner = pg_urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)
+        waiting: list[list[str]] = []
+
+        def open_search_transactions() -> None:
+            with psycopg.connect(owner) as conn:
+                rows = conn.execute(
+                    "SELECT query FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' "
+                    "AND (query LIKE '%set_config(%' OR query LIKE '%to_tsvector%' "
+                    "OR query LIKE '%memvault_word_counts%')"
+                ).fetchall()
+            waiting.append([r[0] for r in rows])
+
+        stub.on_answer = open_search_transactions
+        try:
+            out = await search(rewriting, tenant_a, QUERY)
+        finally:
+            stub.on_answer = None
+
+        assert out["metrics"]["stages"]["rewrite"] == "ran" and contents(out)[0] == PET
+        assert waiting == [[]]
 
     async def test_other_tenant_sees_nothing(
         self, rewriting: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant

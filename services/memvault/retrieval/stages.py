@@ -41,6 +41,10 @@ class SecondStage:
             self.stages[name] = "off" if wanted is False else "unconfigured" if provider is None else "skipped"
 
     @property
+    def rewriting(self) -> bool:
+        return self.rewriter is not None and self.rewrite is not False
+
+    @property
     def reranking(self) -> bool:
         return self.reranker is not None and self.rerank is not False
 
@@ -56,7 +60,7 @@ class SecondStage:
         weight however long the passage runs (mean pooling would let the passage's tokens
         outvote it, and a long passage would push the query out of the model's window), and
         averaging is what the HyDE paper does with the query and its hypothetical documents."""
-        if self.rewriter is None or self.rewrite is False:
+        if not self.rewriting:
             return qvec
         if qvec is None:
             return None  # no dense channel to help: the embedder is down, stage stays "skipped"
