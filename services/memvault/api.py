@@ -18,6 +18,7 @@ from typing import Any
 from memvault import __version__
 from memvault.audit import repository as audit
 from memvault.audit.schemas import AuditEntryOut, AuditPage
+from memvault.db.session import TenantTx
 from memvault.embeddings import EmbeddingUnavailable
 from memvault.entities.service import EntityOps
 from memvault.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
@@ -45,6 +46,7 @@ from memvault.principal import OPERATOR, Principal
 from memvault.retrieval.context import ContextIn, ContextOut, pack
 from memvault.retrieval.cues import analyse
 from memvault.retrieval.hybrid import (
+    Hit,
     NamedEntities,
     hnsw_settings,
     hybrid_search,
@@ -437,19 +439,19 @@ class NamespaceAPI(
                 min_score_applied = req.min_score is not None and qvec is not None
                 if min_score_applied:
                     hits = [h for h in hits if (h.semantic_relevance or 0.0) >= req.min_score]  # type: ignore[operator]
-                hits = await second.rerank_hits(req.query, hits, req.limit)
+                reranking = second.reranking and bool(hits)
                 neighbours: dict[uuid.UUID, list[Memory]] = {}
-                neighbours_started = time.perf_counter()
+                neighbours_ms = 0.0
+                if not reranking:
+                    hits = hits[: req.limit]
+                    neighbours, neighbours_ms = await self._neighbours(tx, namespace.id, req, hits)
+            if reranking:
+                # The reranker may be a remote call of up to its timeout: no transaction waits on
+                # it. The neighbours of the reranked hits come from a transaction of their own.
+                hits = await second.rerank_hits(req.query, hits, req.limit)
                 if req.neighbours:
-                    neighbours = await neighbours_of(
-                        tx.session,
-                        tenant_id=p.tenant_id,
-                        namespace_id=namespace.id,
-                        filters=req.filters,
-                        memories=[h.memory for h in hits],
-                        n=req.neighbours,
-                    )
-                neighbours_ms = (time.perf_counter() - neighbours_started) * 1000
+                    async with self._db.tenant_tx(p.tenant_id) as tx:
+                        neighbours, neighbours_ms = await self._neighbours(tx, namespace.id, req, hits)
         finally:
             # Gone before the embedding (no such namespace, a database error): the thread still
             # finishes and caches its vector; nobody waits for it, and its outcome is consumed.
@@ -489,6 +491,23 @@ class NamespaceAPI(
                 stages=second.stages,
             ),
         )
+
+    async def _neighbours(
+        self, tx: TenantTx, namespace_id: uuid.UUID, req: SearchIn, hits: list[Hit]
+    ) -> tuple[dict[uuid.UUID, list[Memory]], float]:
+        """The session neighbours the request asks for around each hit, and the milliseconds that took."""
+        started = time.perf_counter()
+        if not req.neighbours:
+            return {}, 0.0
+        found = await neighbours_of(
+            tx.session,
+            tenant_id=tx.tenant_id,
+            namespace_id=namespace_id,
+            filters=req.filters,
+            memories=[h.memory for h in hits],
+            n=req.neighbours,
+        )
+        return found, (time.perf_counter() - started) * 1000
 
     async def _dense_vector(self, query: str, second: SecondStage) -> tuple[list[float] | None, float]:
         """The dense channel's vector, None when the embedder fails (the search goes on with words

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx
+import psycopg
 
 from memvault.app import create_app
 from memvault.config import Settings
@@ -71,6 +72,18 @@ class Stub:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def waiting_search_transactions(owner_url: str) -> list[str]:
+    """The last statement of each transaction that is open but idle and was opened by a search
+    (its settings, preamble, word counts or statement): what a remote stage must not keep waiting."""
+    with psycopg.connect(owner_url) as conn:
+        rows = conn.execute(
+            "SELECT query FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' "
+            "AND (query LIKE '%set_config(%' OR query LIKE '%to_tsvector%' "
+            "OR query LIKE '%memvault_word_%' OR query LIKE '%memvault_nearest%')"
+        ).fetchall()
+    return [r[0] for r in rows]
 
 
 @asynccontextmanager

@@ -5,7 +5,7 @@ request can skip the stage; and nothing configured is said, not an error."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from memvault.embeddings.local import LocalEmbedder, resolve_model_path
 from memvault.retrieval.rerank import CrossEncoderReranker, HTTPReranker, build_reranker
 from tests.conftest import Tenant
 from tests.memories.test_router import search, store
-from tests.retrieval.stubs import TIMEOUT_S, Stub, app_client
+from tests.retrieval.stubs import TIMEOUT_S, Stub, app_client, waiting_search_transactions
 
 NOTES = [
     "The zorblax adapter connects the sensor to the hub",
@@ -42,9 +42,12 @@ class RerankStub(Stub):
 
     def __init__(self) -> None:
         self.scores: dict[str, float] = {}
+        self.on_answer: Callable[[], None] | None = None  # called as each answer is made
         super().__init__("/v1/rerank", self._answer, malformed={"results": [{"index": 0}]})
 
     def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.on_answer is not None:
+            self.on_answer()
         scored = sorted(enumerate(body["documents"]), key=lambda x: -self.scores.get(x[1], 0.0))
         results = [{"index": i, "relevance_score": self.scores.get(d, 0.0)} for i, d in scored[: body["top_n"]]]
         return {"id": "rr-1", "results": results}
@@ -153,6 +156,32 @@ class TestHTTPReranker:
         assert len(stub.requests) == seen
         assert out["metrics"]["stages"]["rerank"] == "off" and "rerank" not in out["metrics"]["timings_ms"]
         assert "rerank" not in out["results"][0]["signals"]["channels"]
+
+    async def test_no_search_transaction_waits_on_the_provider(
+        self, reranking: httpx.AsyncClient, stub: RerankStub, pg_urls: DatabaseUrls, tenant_a: Tenant
+    ) -> None:
+        """The provider is a remote call of up to its timeout: the search's transaction has
+        closed before it is asked, and the reranked hits' neighbours are read after it answers."""
+        for note in NOTES:
+            await store(reranking, tenant_a, note, session_id="s1")
+        fused = contents(await first_stage(reranking, tenant_a))
+        stub.scores = {text: 0.1 * i for i, text in enumerate(fused)}
+        owner = pg_urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)
+        waiting: list[list[str]] = []
+        stub.on_answer = lambda: waiting.append(waiting_search_transactions(owner))
+        try:
+            out = await search(reranking, tenant_a, QUERY, limit=2, neighbours=1)
+        finally:
+            stub.on_answer = None
+
+        assert out["metrics"]["stages"]["rerank"] == "ran" and waiting == [[]]
+        assert contents(out) == [fused[4], fused[3]]
+        # Session order is the order stored: each reranked hit's neighbours are its own.
+        for hit in out["results"]:
+            at = NOTES.index(hit["memory"]["content"])
+            around = [NOTES[i] for i in (at - 1, at + 1) if 0 <= i < len(NOTES)]
+            assert [m["content"] for m in hit["neighbours"]] == around
+        assert "neighbours" in out["metrics"]["timings_ms"]
 
     async def test_other_tenant_sees_nothing(
         self, reranking: httpx.AsyncClient, stub: RerankStub, tenant_a: Tenant, tenant_b: Tenant

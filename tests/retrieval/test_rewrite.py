@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import httpx
-import psycopg
 import pytest
 from pydantic import SecretStr
 
@@ -20,7 +19,7 @@ from memvault.embeddings.local import LocalEmbedder
 from memvault.retrieval.rewrite import HyDERewriter, build_rewriter
 from tests.conftest import Tenant
 from tests.memories.test_router import search, store
-from tests.retrieval.stubs import TIMEOUT_S, Stub, app_client
+from tests.retrieval.stubs import TIMEOUT_S, Stub, app_client, waiting_search_transactions
 
 PET = "Caro adopted a greyhound named Biscuit last spring"
 NOTES = [
@@ -162,17 +161,7 @@ class TestHyDE:
         await store(rewriting, tenant_a, PET)
         owner = pg_urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)
         waiting: list[list[str]] = []
-
-        def open_search_transactions() -> None:
-            with psycopg.connect(owner) as conn:
-                rows = conn.execute(
-                    "SELECT query FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' "
-                    "AND (query LIKE '%set_config(%' OR query LIKE '%to_tsvector%' "
-                    "OR query LIKE '%memvault_word_counts%')"
-                ).fetchall()
-            waiting.append([r[0] for r in rows])
-
-        stub.on_answer = open_search_transactions
+        stub.on_answer = lambda: waiting.append(waiting_search_transactions(owner))
         try:
             out = await search(rewriting, tenant_a, QUERY)
         finally:
