@@ -60,8 +60,7 @@ def embedded_postgres(prefix: str, keep: Path | None = None) -> Iterator[Any]:
         keep.mkdir(parents=True, exist_ok=True)
     tmp = keep or Path(tempfile.mkdtemp(prefix=prefix))
     # Configured as `memvault serve` configures its embedded server.
-    settings = {"shared_buffers": embedded.shared_buffers("auto")}
-    server = embedded.server(tmp / "pg", settings, cleanup_mode="stop" if keep else "delete")
+    server = embedded.server(tmp / "pg", embedded.settings(), cleanup_mode="stop" if keep else "delete")
     try:
         urls = resolve(server.get_uri(), None, "memvault_app", embedded=True)
         migrate.upgrade(urls.owner, "memvault_app", allow_login=True)

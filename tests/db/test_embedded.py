@@ -55,9 +55,10 @@ def data_dir() -> Iterator[Path]:
 
 def test_the_embedded_server_runs_with_its_settings_from_its_next_start(data_dir: Path) -> None:
     for size in ("192MB", "160MB"):
-        server = embedded.server(data_dir / "pg", {"shared_buffers": size})
+        server = embedded.server(data_dir / "pg", embedded.settings(size))
         try:
             with psycopg.connect(server.get_uri()) as conn:
                 assert conn.execute("SHOW shared_buffers").fetchone() == (size,)
+                assert conn.execute("SHOW autovacuum_naptime").fetchone() == ("15s",)
         finally:
             server.cleanup()

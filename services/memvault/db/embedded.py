@@ -35,6 +35,16 @@ def shared_buffers(setting: str, total_memory: int | None = None) -> str:
     return f"{min(max(total_memory // 4 // MIB, 128), 8192)}MB"
 
 
+def settings(buffers: str = "auto") -> dict[str, str]:
+    """The embedded server's settings. ``buffers``: its shared_buffers (see ``shared_buffers``).
+
+    Autovacuum looks for work every 15 s instead of every minute: the planner has no statistics
+    for a table until its first ANALYZE, and in that window a search right after a first import
+    took ten times as long (a join reading every row of the tenant once per word match;
+    docs/operations.md)."""
+    return {"shared_buffers": shared_buffers(buffers), "autovacuum_naptime": "15s"}
+
+
 def configure(pgdata: Path, settings: Mapping[str, str]) -> bool:
     """Write ``settings`` as the server's own configuration file in ``pgdata`` (an initialised
     data folder). True if they changed: a running server applies them at its next start."""
@@ -102,6 +112,6 @@ def start_embedded(data_dir: Path, buffers: str = "auto") -> str:
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     _forget_dead_attachments(data_dir / "pg")
-    uri = server(data_dir / "pg", {"shared_buffers": shared_buffers(buffers)}).get_uri()
+    uri = server(data_dir / "pg", settings(buffers)).get_uri()
     log.info("embedded PostgreSQL ready at %s", uri)
     return uri
