@@ -4,6 +4,7 @@ by triggers, read only through memvault_word_best, and never across tenants."""
 from __future__ import annotations
 
 import random
+import re
 import uuid
 
 import psycopg
@@ -239,3 +240,44 @@ class TestWordBest:
                 assert [i for i, _ in best] == [i for i, _ in top]
                 assert [s for _, s in best] == pytest.approx([s for _, s in top])
                 assert len(best) == limit
+
+    async def test_without_statistics_each_match_is_read_by_its_key(
+        self, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant
+    ) -> None:
+        """Until autovacuum analyzes them after a first import, the planner knows nothing of the
+        tables but their size on disk: each word's range of memory_terms and each match's row of
+        memories must still be one key lookup (migration 0014), not a scan of the tenant's rows
+        per match."""
+        ns = await namespace_id(owner_conn, tenant_a)
+        body = await scalar(owner_conn, "SELECT prosrc FROM pg_proc WHERE proname = 'memvault_word_best'")
+        params = ["p_namespace", "p_picking", "p_words", "p_lexemes", "p_idf", "p_avg_len", "p_limit"]
+        for i, name in enumerate(params, 1):
+            body = re.sub(rf"\b{name}\b", f"${i}", body)
+        tables = "('memories'::regclass, 'memory_terms'::regclass)"
+        async with owner_conn.transaction():
+            # An import of 3,000 memories, then the tables' statistics forgotten: for this
+            # transaction only.
+            await owner_conn.execute(
+                "INSERT INTO memories (tenant_id, namespace_id, type, content, scope, content_hash, created_by) "
+                "SELECT %s, %s, 'fact', 'Oslo note ' || g, 'namespace', md5(g::text), 'import' "
+                "FROM generate_series(1, 3000) AS g",
+                (tenant_a.id, ns),
+            )
+            await owner_conn.execute(f"DELETE FROM pg_statistic WHERE starelid IN {tables}")
+            await owner_conn.execute(f"UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE oid IN {tables}")
+            await set_tenant(owner_conn, tenant_a)
+            await owner_conn.execute(
+                f"PREPARE best_body (uuid, text[], text[], tsquery[], float8[], float8, integer) AS {body}"
+            )
+            cur = psycopg.AsyncClientCursor(owner_conn)
+            await cur.execute(
+                "EXPLAIN EXECUTE best_body (%s::uuid, %s::text[], %s::text[], %s::text[]::tsquery[], "
+                "%s::float8[], %s::float8, %s::integer)",
+                (ns, ["oslo"], ["oslo", "rain"], ["'oslo'", "'rain'"], [2.0, 1.0], 4.0, 100),
+            )
+            plan = "\n".join(row[0] for row in await cur.fetchall())
+            await owner_conn.execute("DEALLOCATE best_body")
+            raise psycopg.Rollback()
+
+        assert re.search(r"Index Scan using pk_memories on memories.*\n.*Index Cond: .*id = t\.memory_id", plan)
+        assert re.search(r"pk_memory_terms.*\n.*Index Cond: .*lexeme = ", plan)
