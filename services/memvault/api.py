@@ -404,6 +404,7 @@ class NamespaceAPI(
                 terms = None
                 if bm25:
                     terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, sorted(lexemes))
+                    self._refresh_term_stats(p.tenant_id, namespace.id)
                 qvec, embed_ms = await embedding
                 if qvec is None:
                     failures.append("embedding")

@@ -8,6 +8,7 @@ that REST, MCP, jobs and the CLI still reach the data through one object and one
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from typing import Any, Protocol
@@ -76,12 +77,31 @@ class FacadeBase:
         self._rewriter = rewriter
         # Word frequencies per namespace for the lexical channel's BM25 (retrieval/lexical.py).
         self._term_stats = TermStatsCache()
+        self._term_refresh: dict[tuple[uuid.UUID, uuid.UUID], asyncio.Task[None]] = {}
         # Searches count accesses without waiting for the write (memories/access.py).
         self._accesses = AccessLog(db, interval_s=settings.access_write_interval_s)
 
     async def aclose(self) -> None:
         """Write what is still pending (access counts). Call before disposing of the database."""
         await self._accesses.aclose()
+
+    def _refresh_term_stats(self, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> None:
+        """Count a namespace's term statistics again beside the searches that go on using the old
+        ones (retrieval/lexical.py): one count at a time per namespace, in its own transaction."""
+        key = (tenant_id, namespace_id)
+        if key in self._term_refresh or not self._term_stats.stale(tenant_id, namespace_id):
+            return
+
+        async def count() -> None:
+            try:
+                async with self._db.tenant_tx(tenant_id) as tx:
+                    await self._term_stats.refresh(tx.session, tenant_id, namespace_id)
+            except Exception:  # the old counts serve on; the next search tries again
+                log.warning("counting the term statistics of namespace %s failed", namespace_id, exc_info=True)
+            finally:
+                self._term_refresh.pop(key, None)
+
+        self._term_refresh[key] = asyncio.get_running_loop().create_task(count(), name="memvault-term-stats")
 
     async def _namespace(self, tx: TenantTx, p: Principal, name: str) -> Namespace:
         ns = await ns_repo.by_name(tx.session, p.tenant_id, name)

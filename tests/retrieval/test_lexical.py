@@ -4,6 +4,7 @@ follows new writes within its lifetime."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -99,6 +100,43 @@ class TestTermStats:
         assert first.df == {"otter": 2, "pool": 1} and first.n == 2
         assert cached == first  # within its lifetime
         assert fresh.df == {"otter": 3, "pool": 1} and fresh.n == 3
+
+    async def test_past_their_lifetime_counts_serve_until_counted_again(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, api: object
+    ) -> None:
+        db, ns = await otters(client, tenant_a, api)
+        cache = TermStatsCache(ttl_s=0)
+        async with db.tenant_tx(tenant_a.id) as tx:
+            first = await cache.stats(tx.session, tenant_a.id, ns.id, ["otter"])
+        await store_many(client, tenant_a, ["Otter feeding"])
+        async with db.tenant_tx(tenant_a.id) as tx:
+            stale = cache.stale(tenant_a.id, ns.id)
+            served = await cache.stats(tx.session, tenant_a.id, ns.id, ["otter"])
+            await cache.refresh(tx.session, tenant_a.id, ns.id)
+            counted = await cache.stats(tx.session, tenant_a.id, ns.id, ["otter"])
+
+        assert stale and served == first  # no search waits for the namespace to be counted again
+        assert counted.n == 3 and counted.df == {"otter": 3}
+
+    async def test_a_search_past_the_lifetime_has_the_counts_renewed_beside_it(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, api: Any, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        db, ns = await otters(client, tenant_a, api)
+        monkeypatch.setattr(api, "_term_stats", TermStatsCache(ttl_s=0))
+        await search(client, tenant_a, "otter")  # the namespace's first search counts it
+        await store_many(client, tenant_a, ["Otter feeding"])
+
+        out = await search(client, tenant_a, "otter")
+        for _ in range(100):
+            if not api._term_refresh:
+                break
+            await asyncio.sleep(0.02)
+        async with db.tenant_tx(tenant_a.id) as tx:
+            counted = await api._term_stats.stats(tx.session, tenant_a.id, ns.id, ["otter"])
+
+        assert len(out["results"]) == 3
+        assert api._term_refresh == {}
+        assert counted.n == 3 and counted.df == {"otter": 3}
 
     async def test_a_full_cache_starts_over_without_losing_the_words_asked(
         self, client: httpx.AsyncClient, tenant_a: Tenant, api: object
