@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import numpy as np
@@ -174,6 +175,34 @@ class TestOnnxRuntime:
         singles = [(await embedder.embed([t]))[0] for t in texts]  # ONNX Runtime
 
         assert np.allclose(batch, singles, atol=1e-5)
+
+    async def test_a_query_does_not_wait_behind_a_batch(self, embedder: LocalEmbedder) -> None:
+        """A search's query runs on its own session and tokenizer: an import's batch on torch,
+        seconds long, does not hold it up."""
+        texts = [f"Imported note {i}: the quarterly report mentions shipment {i * 7}" for i in range(400)]
+        query = "When is the quarterly report due?"
+        alone = (await embedder.embed([query]))[0]
+
+        batch = asyncio.create_task(embedder.embed(texts))
+        await asyncio.sleep(0.05)  # the batch holds torch
+        single = asyncio.create_task(embedder.embed([query]))
+        done, _ = await asyncio.wait({batch, single}, return_when=asyncio.FIRST_COMPLETED)
+        vectors = await batch
+
+        assert done == {single}
+        assert np.allclose(single.result()[0], alone, atol=1e-6)
+        assert len(vectors) == len(texts)
+
+    async def test_queries_and_batches_at_once_give_their_own_vectors(self, embedder: LocalEmbedder) -> None:
+        queries = [f"Question {i}: who adopted the greyhound named Biscuit?" for i in range(12)]
+        batches = [[f"Memory {b}-{i} about a greyhound" for i in range(40)] for b in range(2)]
+        expected_q = [(await embedder.embed([q]))[0] for q in queries]
+        expected_b = [await embedder.embed(b) for b in batches]
+
+        results = await asyncio.gather(*(embedder.embed(b) for b in batches), *(embedder.embed([q]) for q in queries))
+
+        assert np.allclose(results[: len(batches)], expected_b, atol=1e-5)
+        assert np.allclose([r[0] for r in results[len(batches) :]], expected_q, atol=1e-6)
 
     async def test_the_export_is_made_once_and_reused(self, embedder: LocalEmbedder, tmp_path: Path) -> None:
         first = LocalEmbedder(embedder.model_id, dim=embedder.dim, onnx_dir=tmp_path)

@@ -12,6 +12,7 @@ a transformer, mean pooling and normalisation are) stays on torch, and says so i
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 import logging
 import os
@@ -45,6 +46,18 @@ def _features(model: Any, texts: list[str]) -> dict[str, Any]:
     truncation and padding), tensors only (newer releases add a ``modality`` string)."""
     make = getattr(model, "preprocess", None) or model.tokenize
     return {k: v for k, v in make(texts).items() if hasattr(v, "numpy")}
+
+
+def _own_tokenizer(model: Any) -> Any:
+    """The model's input module with a tokenizer of its own (the weights stay shared): a fast
+    tokenizer sets its padding and truncation on every call, and two threads calling one at once
+    fail ("Already borrowed")."""
+    module = copy.copy(model[0])
+    for name in ("processor", "tokenizer"):
+        if name in vars(module):
+            setattr(module, name, copy.deepcopy(vars(module)[name]))
+            return module
+    raise ValueError(f"{type(module).__name__} has no tokenizer of its own to copy")
 
 
 def default_onnx_dir() -> Path:
@@ -88,10 +101,14 @@ class LocalEmbedder:
         # more threads only add hand-offs, and the other core is PostgreSQL's. Batches stay on
         # torch, which is as fast or faster for them here.
         self._single: Any = None
+        # The session's own input module: queries on ONNX Runtime tokenize beside a batch on torch.
+        self._query_input: Any = None
         self._load_lock = threading.Lock()
-        # One inference at a time: torch already uses every core for a batch, and two concurrent
-        # batches on 2 cores only thrash.
+        # One inference at a time on torch: it already uses every core for a batch, and two
+        # concurrent batches on 2 cores only thrash. Queries on ONNX Runtime take turns of their
+        # own instead: a search must not wait seconds behind a batch from an import.
         self._infer_lock = asyncio.Lock()
+        self._query_lock = asyncio.Lock()
 
     @property
     def runtime(self) -> Runtime:
@@ -117,7 +134,9 @@ class LocalEmbedder:
             if self._runtime == "onnx":
                 try:
                     self._single = self._onnx_session(model, path)
+                    self._query_input = _own_tokenizer(model)
                 except Exception as exc:  # any failure leaves the torch model, which works
+                    self._single = self._query_input = None
                     log.warning("embedding model %s stays on torch: %s", self.model_id, exc)
             self._model = model
             log.info("loaded embedding model %s from %s (%s)", self.model_id, path, self.runtime)
@@ -189,9 +208,14 @@ class LocalEmbedder:
                 texts, batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True
             )
             return vectors.tolist()
+        return self._encode_single(texts, self._model)
+
+    def _encode_single(self, texts: list[str], tokenizer: Any) -> list[list[float]]:
+        """One text on ONNX Runtime, tokenized by ``tokenizer`` (the model, or the session's own
+        input module)."""
         import numpy as np
 
-        features = {k: v.numpy() for k, v in _features(self._model, texts).items()}
+        features = {k: v.numpy() for k, v in _features(tokenizer, texts).items()}
         (hidden,) = self._single.run(None, features)
         # Mean pooling over the real tokens, then unit length: the model's own Pooling and
         # Normalize modules, which sentence-transformers applies after the transformer.
@@ -203,6 +227,9 @@ class LocalEmbedder:
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
+        if len(texts) == 1 and self._query_input is not None:
+            async with self._query_lock:
+                return await asyncio.to_thread(self._encode_single, list(texts), self._query_input)
         async with self._infer_lock:
             return await asyncio.to_thread(self._encode, list(texts))
 
