@@ -82,8 +82,16 @@ class FacadeBase:
         self._accesses = AccessLog(db, interval_s=settings.access_write_interval_s)
 
     async def aclose(self) -> None:
-        """Write what is still pending (access counts). Call before disposing of the database."""
+        """Write what is still pending (access counts) and stop counting term statistics. Call
+        before disposing of the database."""
         await self._accesses.aclose()
+        loop = asyncio.get_running_loop()
+        # A count started on a loop that has ended (a test's) never ran on; only this loop's are awaited.
+        counting = [task for task in self._term_refresh.values() if task.get_loop() is loop]
+        for task in counting:
+            task.cancel()
+        # A count cut short only leaves the old counts, which no one will read any more.
+        await asyncio.gather(*counting, return_exceptions=True)
 
     def _refresh_term_stats(self, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> None:
         """Count a namespace's term statistics again beside the searches that go on using the old
