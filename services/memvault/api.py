@@ -370,7 +370,7 @@ class NamespaceAPI(
         )
         # The query is embedded on a thread while the database reads what the search needs before
         # its statement (the namespace, the query's words and their counts): neither waits for the
-        # other (docs/benchmarks.md, "The query embedded beside the preamble"). A rewrite asks a
+        # other (docs/benchmarks.md, "... the embedding beside the preamble"). A rewrite asks a
         # remote model, and no transaction stays open for that: it is waited for first.
         embedding = asyncio.ensure_future(self._dense_vector(req.query, second))
         candidates = max(50, req.limit * 5)
