@@ -143,6 +143,13 @@ class FaultProxy:
 
         with contextlib.suppress(asyncio.CancelledError, RuntimeError):
             self._loop.run_until_complete(main())
+        # close() cancelled the connection handlers with the server: let them finish (their
+        # `finally` closes their sockets) on this loop, or they would do it at garbage collection,
+        # on a closed loop ("Event loop is closed").
+        handlers = asyncio.all_tasks(self._loop)
+        if handlers:
+            self._loop.run_until_complete(asyncio.gather(*handlers, return_exceptions=True))
+        self._loop.close()
 
     def close(self) -> None:
         for task in asyncio.all_tasks(self._loop):
