@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from memvault.db.embedded import SIZE_PATTERN
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMVAULT_", env_file=".env", extra="ignore")
@@ -26,7 +28,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default=Path("memvault-data"), description="Folder of the embedded PostgreSQL.")
     embedded_shared_buffers: str = Field(
         default="auto",
-        pattern=r"^(auto|[1-9][0-9]*(kB|MB|GB|TB))$",
+        pattern=rf"^(auto|{SIZE_PATTERN})$",
         description="The embedded PostgreSQL's shared_buffers: `auto` (a quarter of the machine's memory, "
         "128MB to 8GB) or a size such as 2GB. Applies at the server's next start.",
     )

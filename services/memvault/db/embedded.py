@@ -15,7 +15,9 @@ log = logging.getLogger(__name__)
 CONF_FILE = "memvault.conf"
 INCLUDE = f"include_if_exists = '{CONF_FILE}'"
 MIB = 1024 * 1024
-SIZE = re.compile(r"^[1-9][0-9]*(kB|MB|GB|TB)$")
+# A size as PostgreSQL writes it; Settings.embedded_shared_buffers accepts it or `auto`.
+SIZE_PATTERN = r"[1-9][0-9]*(kB|MB|GB|TB)"
+SIZE = re.compile(rf"^{SIZE_PATTERN}$")
 
 
 def shared_buffers(setting: str, total_memory: int | None = None) -> str:
