@@ -20,6 +20,7 @@ from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
 from tests.conftest import running
+from tests.db.conftest import conninfo
 
 # Longer than the timeout the stub's apps are given (TIMEOUT_S), so a slow answer always misses it.
 SLOW_S = 1.5
@@ -29,10 +30,11 @@ TIMEOUT_S = 0.5
 class Stub:
     """A JSON server answering ``POST {path}``: ``good`` answers ``answer(request body)``,
     ``malformed`` answers ``malformed`` with status 200, ``error`` a 500, ``slow`` the good
-    answer after SLOW_S."""
+    answer after SLOW_S. ``on_answer``, when set, is called as each good answer is made."""
 
     def __init__(self, path: str, answer: Callable[[dict[str, Any]], Any], malformed: Any) -> None:
         self.mode = "good"
+        self.on_answer: Callable[[], None] | None = None
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         stub = self
@@ -50,6 +52,8 @@ class Stub:
                     return self._send(200, malformed)
                 if stub.mode == "slow":
                     time.sleep(SLOW_S)
+                if stub.on_answer is not None:
+                    stub.on_answer()
                 self._send(200, answer(body))
 
             def _send(self, status: int, payload: Any) -> None:
@@ -74,10 +78,10 @@ class Stub:
         self.server.server_close()
 
 
-def waiting_search_transactions(owner_url: str) -> list[str]:
+def waiting_search_transactions(urls: DatabaseUrls) -> list[str]:
     """The last statement of each transaction that is open but idle and was opened by a search
     (its settings, preamble, word counts or statement): what a remote stage must not keep waiting."""
-    with psycopg.connect(owner_url) as conn:
+    with psycopg.connect(conninfo(urls.owner)) as conn:
         rows = conn.execute(
             "SELECT query FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' "
             "AND (query LIKE '%set_config(%' OR query LIKE '%to_tsvector%' "

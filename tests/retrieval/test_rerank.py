@@ -5,7 +5,7 @@ request can skip the stage; and nothing configured is said, not an error."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +42,9 @@ class RerankStub(Stub):
 
     def __init__(self) -> None:
         self.scores: dict[str, float] = {}
-        self.on_answer: Callable[[], None] | None = None  # called as each answer is made
         super().__init__("/v1/rerank", self._answer, malformed={"results": [{"index": 0}]})
 
     def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        if self.on_answer is not None:
-            self.on_answer()
         scored = sorted(enumerate(body["documents"]), key=lambda x: -self.scores.get(x[1], 0.0))
         results = [{"index": i, "relevance_score": self.scores.get(d, 0.0)} for i, d in scored[: body["top_n"]]]
         return {"id": "rr-1", "results": results}
@@ -166,9 +163,8 @@ class TestHTTPReranker:
             await store(reranking, tenant_a, note, session_id="s1")
         fused = contents(await first_stage(reranking, tenant_a))
         stub.scores = {text: 0.1 * i for i, text in enumerate(fused)}
-        owner = pg_urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)
         waiting: list[list[str]] = []
-        stub.on_answer = lambda: waiting.append(waiting_search_transactions(owner))
+        stub.on_answer = lambda: waiting.append(waiting_search_transactions(pg_urls))
         try:
             out = await search(reranking, tenant_a, QUERY, limit=2, neighbours=1)
         finally:

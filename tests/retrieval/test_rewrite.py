@@ -6,7 +6,7 @@ words, and a malformed, empty, failing or slow answer leaves the search as it wo
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -39,12 +39,9 @@ class ChatStub(Stub):
 
     def __init__(self) -> None:
         self.passage = PASSAGE
-        self.on_answer: Callable[[], None] | None = None  # called as each answer is made
         super().__init__("/v1/chat/completions", self._answer, malformed='{"choices": [{"message": ')
 
     def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        if self.on_answer is not None:
-            self.on_answer()
         return {
             "id": "chatcmpl-1",
             "object": "chat.completion",
@@ -159,9 +156,8 @@ class TestHyDE:
         """The search reads the namespace while the query is embedded, but the rewrite is a remote
         call of up to its timeout: it is done before the search's transaction opens."""
         await store(rewriting, tenant_a, PET)
-        owner = pg_urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)
         waiting: list[list[str]] = []
-        stub.on_answer = lambda: waiting.append(waiting_search_transactions(owner))
+        stub.on_answer = lambda: waiting.append(waiting_search_transactions(pg_urls))
         try:
             out = await search(rewriting, tenant_a, QUERY)
         finally:
