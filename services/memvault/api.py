@@ -482,7 +482,7 @@ class NamespaceAPI(
                     **second.timings_ms,
                     "total": round((time.perf_counter() - started) * 1000, 2),
                 },
-                matched_by=second.matched_by(outcome.matched_by, hits),
+                matched_by=second.matched_by(hits),
                 backend_failures=failures + outcome.backend_failures + second.failures,
                 min_score_applied=min_score_applied,
                 candidates=outcome.candidates,

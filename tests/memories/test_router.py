@@ -704,6 +704,9 @@ class TestSearch:
         assert all(r["semantic_relevance"] >= 0.3 for r in out["results"])
         weak = [r for r in everything["results"] if r["semantic_relevance"] < 0.3]
         assert len(weak) == 5
+        # The channel counts describe the results returned, not the ones min_score dropped.
+        assert everything["metrics"]["matched_by"]["dense"] == 6
+        assert out["metrics"]["matched_by"]["dense"] == 1
 
     async def test_archived_memories_are_excluded(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
         await store(client, tenant_a, COFFEE)

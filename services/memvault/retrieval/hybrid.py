@@ -82,7 +82,6 @@ class Hit:
 @dataclass
 class SearchOutcome:
     hits: list[Hit]
-    matched_by: dict[str, int] = field(default_factory=dict)
     candidates: dict[str, int] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
     fusion: str = "rrf"
@@ -888,10 +887,6 @@ async def hybrid_search(
     elapsed = (time.perf_counter() - started) * 1000
     return SearchOutcome(
         hits=hits,
-        matched_by={
-            "dense": sum(1 for h in hits if h.dense_rank is not None),
-            "lexical": sum(1 for h in hits if h.lexical_rank is not None),
-        },
         # The window counts run over every candidate, so any returned row carries them.
         candidates={"dense": n_dense, "lexical": n_lexical, **({"context": n_context} if active["context"] else {})},
         weights=used,

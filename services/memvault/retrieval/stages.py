@@ -101,11 +101,10 @@ class SecondStage:
         ordered = sorted(head, key=lambda h: h.channels["rerank"][0] or 0)
         return (ordered + rest)[:limit]
 
-    def matched_by(self, first_stage: dict[str, int], hits: list[Hit]) -> dict[str, int]:
-        """How many returned hits each retrieval channel found. The first stage counts the hits it
-        returned, which are more than the results when the reranker widened the fetch."""
-        if not self.reranking:
-            return first_stage
+    @staticmethod
+    def matched_by(hits: list[Hit]) -> dict[str, int]:
+        """How many of the returned hits each retrieval channel found: counted after ``min_score``
+        and the reranker, which leave fewer than the first stage fetched."""
         return {
             "dense": sum(1 for h in hits if h.dense_rank is not None),
             "lexical": sum(1 for h in hits if h.lexical_rank is not None),
