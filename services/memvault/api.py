@@ -48,11 +48,10 @@ from memvault.retrieval.cues import analyse
 from memvault.retrieval.hybrid import (
     Hit,
     NamedEntities,
-    hnsw_settings,
     hybrid_search,
     neighbours_of,
-    plan_cache_mode,
     search_preamble,
+    search_settings,
 )
 from memvault.retrieval.schemas import (
     DEFAULT_FUSION,
@@ -375,12 +374,9 @@ class NamespaceAPI(
         embedding = asyncio.ensure_future(self._dense_vector(req.query, second))
         candidates = max(50, req.limit * 5)
         bm25 = self._settings.search_lexical == "bm25"
-        settings = {
-            # One plan per connection for an unfiltered search, a plan per call for a filtered one
-            # (retrieval/hybrid.py, plan_cache_mode).
-            "plan_cache_mode": plan_cache_mode(req.filters),
-            **hnsw_settings(candidates),
-        }
+        # One plan per connection for an unfiltered search, a plan per call for a filtered one, key
+        # lookups priced for data in memory (retrieval/hybrid.py, search_settings).
+        settings = search_settings(req.filters, candidates)
         try:
             if second.rewriting:
                 await asyncio.wait({embedding})

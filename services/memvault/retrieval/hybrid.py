@@ -118,6 +118,21 @@ def plan_cache_mode(filters: MemoryFilters | None) -> str:
     return "force_generic_plan" if (filters or MemoryFilters()) == MemoryFilters() else "force_custom_plan"
 
 
+# PostgreSQL's default of 4 prices a random page read as a spinning disk's. A search reaches its
+# candidates by key in data served from memory, and priced at 4 those lookups lost to reading a
+# small tenant's rows whole, each paying the row-level security check (migration 0015).
+RANDOM_PAGE_COST = "1.1"
+
+
+def search_settings(filters: MemoryFilters | None, candidates: int) -> dict[str, str]:
+    """The transaction-local settings a search runs with, made when its transaction opens."""
+    return {
+        "plan_cache_mode": plan_cache_mode(filters),
+        "random_page_cost": RANDOM_PAGE_COST,
+        **hnsw_settings(candidates),
+    }
+
+
 async def set_hnsw(s: AsyncSession, candidates: int) -> None:
     """``hnsw_settings(candidates)`` for the rest of the caller's transaction (a transaction that
     opens with them, ``Database.tenant_tx(settings=...)``, needs no round trip of its own)."""
@@ -779,7 +794,7 @@ async def hybrid_search(
     spread over adjacent turns (a question in one, the answer in the next), and a turn whose
     neighbour matches is likely part of the exchange asked about.
 
-    ``hnsw_set``: the transaction already has ``hnsw_settings(candidates)``, so they cost no
+    ``hnsw_set``: the transaction already has ``search_settings(...)``, so they cost no
     round trip of their own here."""
     started = time.perf_counter()
     cues = cues or QueryCues()

@@ -1,0 +1,85 @@
+"""How much a search reads: its candidates by key, whatever the size of the tenant.
+
+A search of ten needs a few hundred rows of memories (each channel's candidates, their session
+neighbours, the hits). Priced with PostgreSQL's defaults (a random page read at 4, 1,000 rows from
+each row function) the planner read a small tenant's memories whole instead, every row paying the
+row-level security check: 32 ms of statement instead of 18 on LoCoMo's ten conversations
+(migration 0015, docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from sqlalchemy import event
+
+from memvault.api import NamespaceAPI
+from memvault.db.urls import DatabaseUrls
+from memvault.retrieval.hybrid import search_settings
+from memvault.retrieval.schemas import SearchIn
+from tests.conftest import Tenant
+from tests.db.conftest import conninfo
+
+MEMORIES = 3000
+WORDS = ["harbour", "ferry", "lantern", "orchard", "glacier", "violin", "pepper", "canyon", "meadow", "comet"]
+
+
+def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def rows_read(plan: dict[str, Any], table: str) -> int:
+    """Rows the plan's scans of ``table`` produced or filtered out, over all their loops."""
+    return sum(
+        round((n.get("Actual Rows", 0) + n.get("Rows Removed by Filter", 0)) * n.get("Actual Loops", 1))
+        for n in nodes(plan)
+        if n.get("Relation Name") == table
+    )
+
+
+async def test_a_search_reads_its_candidates_by_key_not_the_whole_tenant(
+    api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant
+) -> None:
+    p, ns = tenant_a.principal, tenant_a.namespace
+    namespace = await api.get_namespace(p, ns)
+    # A tenant of 3,000 memories, each with two of ten words (about 600 share any one word) and a
+    # vector: every channel has far more matches than candidates.
+    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as owner:
+        await owner.execute(
+            "INSERT INTO memories (tenant_id, namespace_id, type, content, scope, content_hash, created_by, "
+            "embedding, embedding_model) "
+            "SELECT %s, %s, 'fact', 'Note ' || g || ' on the ' || (%s::text[])[1 + g %% 10] || ' and the ' "
+            "|| (%s::text[])[1 + (g / 10) %% 10], 'namespace', md5(g::text), 'import', "
+            "(SELECT array_agg(sin(g * d)) FROM generate_series(1, 384) AS d)::vector, %s "
+            "FROM generate_series(1, %s) AS g",
+            (tenant_a.id, namespace.id, WORDS, WORDS, api._embedder.model_id, MEMORIES),
+        )
+        await owner.execute("ANALYZE memories, memory_terms")
+
+    statements: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, params: Any, _context: Any, _many: bool) -> None:
+        if "memvault_word_best" in statement:
+            statements.append((statement, params))
+
+    engine = api._db.app_engine.sync_engine
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        out = await api.search(p, ns, SearchIn(query="the lantern by the orchard"))
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+    assert len(out.results) == 10
+    assert out.metrics.candidates["dense"] == out.metrics.candidates["lexical"] == 50
+
+    statement, params = statements[-1]
+    async with api._db.tenant_tx(tenant_a.id, settings=search_settings(None, 50)) as tx:
+        conn = await tx.session.connection()
+        explained = (await conn.exec_driver_sql("EXPLAIN (ANALYZE, FORMAT JSON) " + statement, params)).scalar_one()
+    plan = (json.loads(explained) if isinstance(explained, str) else explained)[0]["Plan"]
+
+    # 50 candidates per channel, 100 word matches read first, the hits: a few hundred rows.
+    assert rows_read(plan, "memories") < MEMORIES / 3
