@@ -413,6 +413,23 @@ class _Statement:
     value_key: dict[str, str]  # channel -> the result column with its value
 
 
+def _by_key(memory_id: Any, columns: list[Any], conditions: list[Any], name: str) -> Any:
+    """``columns`` of the memory ``memory_id`` (a column of the query it is joined to) if it
+    meets ``conditions``, looked up row by row. Joined plainly, the candidates were matched against
+    the tenant's rows however the statistics suggested, and statistics that do not know the tenant
+    yet (a first import before autovacuum analyzes it) suggested a loop over every row of the
+    tenant for each candidate: 48 ms of statement for 1,451 memories, 13 once analyzed. Behind
+    OFFSET 0 the LATERAL subquery is planned on its own with the outer row's id as a parameter (as
+    migration 0014's lookups are): 25 ms in that state, the same plan once analyzed
+    (docs/benchmarks.md, "Small namespaces")."""
+    return (
+        select(*columns)
+        .where(Memory.tenant_id.in_([_P.tenant_id, SYSTEM_TENANT_ID]), Memory.id == memory_id, *conditions)
+        .offset(0)
+        .lateral(name)
+    )
+
+
 @lru_cache(maxsize=256)
 def _statement(shape: _Shape) -> _Statement:
     tenant_id, namespace_id = _P.tenant_id, _P.namespace_id
@@ -443,12 +460,12 @@ def _statement(shape: _Shape) -> _Statement:
             return found.table_valued("id", "score").render_derived(name=name)
 
         def best(found: Any) -> Any:
+            row = _by_key(found.c.id, [Memory.id], where, f"{found.name}_row")
             return (
-                select(Memory.id, found.c.score.label("lex_score"))
+                select(row.c.id, found.c.score.label("lex_score"))
                 .select_from(found)
-                .join(Memory, (Memory.id == found.c.id) & visible)
-                .where(*where)
-                .order_by(found.c.score.desc(), Memory.id)
+                .join(row, true())
+                .order_by(found.c.score.desc(), row.c.id)
                 .limit(_P.candidates)
             )
 
@@ -475,13 +492,8 @@ def _statement(shape: _Shape) -> _Statement:
             .table_valued("id", "dist")
             .render_derived(name="nearest")
         )
-        dense_inner = (
-            select(Memory.id, found.c.dist)
-            .select_from(found)
-            .join(Memory, (Memory.id == found.c.id) & visible)
-            .where(*where)
-            .subquery("dense_inner")
-        )
+        row = _by_key(found.c.id, [Memory.id], where, "nearest_row")
+        dense_inner = select(row.c.id, found.c.dist).select_from(found).join(row, true()).subquery("dense_inner")
     elif shape.dense:
         dense_inner = _dense_inner(Memory, [*where, visible], _P.query_vector, _P.model_id, _P.candidates)
     else:
@@ -491,13 +503,17 @@ def _statement(shape: _Shape) -> _Statement:
 
     if with_context:
         order_at, order_seq = session_order(Memory)
+        placed = _by_key(
+            fused.c.id,
+            [Memory.session_id, order_at.label("ord"), order_seq.label("seq")],
+            [Memory.tenant_id == tenant_id, Memory.session_id.is_not(None)],
+            "placed",
+        )
         base = (
-            select(fused.c.id, Memory.session_id, order_at.label("ord"), order_seq.label("seq"))
-            .join(Memory, (Memory.id == fused.c.id) & (Memory.tenant_id == tenant_id))
-            .where(
-                Memory.session_id.is_not(None),
-                or_(fused.c.dense_rank <= CONTEXT_PROBED, fused.c.lexical_rank <= CONTEXT_PROBED),
-            )
+            select(fused.c.id, placed.c.session_id, placed.c.ord, placed.c.seq)
+            .select_from(fused)
+            .join(placed, true())
+            .where(or_(fused.c.dense_rank <= CONTEXT_PROBED, fused.c.lexical_rank <= CONTEXT_PROBED))
             .cte("base")
         )
 
@@ -542,7 +558,7 @@ def _statement(shape: _Shape) -> _Statement:
         )
         lex_score = func.nullif(func.coalesce(pool.c.lex_score, scored.c.score), 0.0)
     else:
-        lex_score = func.nullif(func.ts_rank_cd(Memory.tsv, lexical_query(_P.query_text)), 0.0)
+        own_lex = func.nullif(func.ts_rank_cd(Memory.tsv, lexical_query(_P.query_text)), 0.0)
 
     # ---- signals on the candidates ----
     at = func.coalesce(Memory.valid_from, Memory.created_at)
@@ -576,11 +592,8 @@ def _statement(shape: _Shape) -> _Statement:
     retrieval = func.coalesce(weight["dense"] / (RRF_K + pool.c.dense_rank), 0.0) + func.coalesce(
         weight["lexical"] / (RRF_K + pool.c.lexical_rank), 0.0
     )
-    signals = select(
-        pool.c.id,
-        pool.c.dense_rank,
-        pool.c.lexical_rank,
-        lex_score.label("lex_score"),
+    # Each candidate's own signals, computed where its row is read: by its key.
+    own_signals = [
         cosine.label("cosine"),
         recency.label("recency"),
         importance.label("importance"),
@@ -589,6 +602,17 @@ def _statement(shape: _Shape) -> _Statement:
         intent_value.label("intent"),
         graph_value.label("graph"),
         time_value.label("time"),
+    ]
+    if not shape.bm25:
+        own_signals.append(own_lex.label("lex_score"))
+    # Both the tenant's rows and the system tenant's shared ones can be hits.
+    row = _by_key(pool.c.id, own_signals, [], "candidate")
+    signals = select(
+        pool.c.id,
+        pool.c.dense_rank,
+        pool.c.lexical_rank,
+        lex_score.label("lex_score") if shape.bm25 else row.c.lex_score,
+        *(row.c[c.name] for c in own_signals if c.name != "lex_score"),
         func.count(pool.c.dense_rank).over().label("n_dense"),
         func.count(pool.c.lexical_rank).over().label("n_lexical"),
         (func.count().over() - func.count(func.coalesce(pool.c.dense_rank, pool.c.lexical_rank)).over()).label(
@@ -598,8 +622,7 @@ def _statement(shape: _Shape) -> _Statement:
     ).select_from(pool)
     if shape.bm25:
         signals = signals.outerjoin(scored, scored.c.id == pool.c.id)
-    # Both the tenant's rows and the system tenant's shared ones can be hits.
-    signals = signals.join(Memory, (Memory.id == pool.c.id) & visible).subquery("signals")
+    signals = signals.join(row, true()).subquery("signals")
     # Where each candidate stands on retrieval alone: the priors and the order cue rank only the
     # retrieval head, so they reorder what retrieval found relevant instead of pulling an old or
     # merely recent candidate up from far down the list. Window, intent and graph matches count
