@@ -30,6 +30,7 @@ from sqlalchemy import (
     false,
     func,
     literal,
+    literal_column,
     null,
     or_,
     select,
@@ -39,7 +40,7 @@ from sqlalchemy import (
     union,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
+from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY, array
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
@@ -415,19 +416,31 @@ class _Statement:
 
 def _by_key(memory_id: Any, columns: list[Any], conditions: list[Any], name: str) -> Any:
     """``columns`` of the memory ``memory_id`` (a column of the query it is joined to) if it
-    meets ``conditions``, looked up row by row. Joined plainly, the candidates were matched against
-    the tenant's rows however the statistics suggested, and statistics that do not know the tenant
-    yet (a first import before autovacuum analyzes it) suggested a loop over every row of the
-    tenant for each candidate: 48 ms of statement for 1,451 memories, 13 once analyzed. Behind
-    OFFSET 0 the LATERAL subquery is planned on its own with the outer row's id as a parameter (as
-    migration 0014's lookups are): 25 ms in that state, the same plan once analyzed
-    (docs/benchmarks.md, "Small namespaces")."""
-    return (
-        select(*columns)
-        .where(Memory.tenant_id.in_([_P.tenant_id, SYSTEM_TENANT_ID]), Memory.id == memory_id, *conditions)
-        .offset(0)
-        .lateral(name)
+    meets ``conditions``, looked up by primary key row by row, whatever the statistics say.
+
+    Joined plainly, the candidates were matched against the tenant's rows however the statistics
+    suggested, and statistics that do not know the tenant (a first import before autovacuum
+    analyzes it, a new tenant in a table of others) suggested a loop over every row of the tenant
+    for each candidate. Behind OFFSET 0 the LATERAL lookup is planned on its own, with the outer
+    row's id as a parameter (as migration 0014's lookups are). Its tenant is a parameter too, one
+    lookup per tenant whose rows a search sees: with the tenant as a constant (or a list of two),
+    PostgreSQL prices any index that starts with the tenant like the primary key when it expects
+    the tenant to have no rows, and took one of those, reading the tenant's rows for every
+    candidate (docs/benchmarks.md, "Small namespaces")."""
+    owner = (
+        func.unnest(array([_P.tenant_id, SYSTEM_TENANT_ID], type_=PG_UUID(as_uuid=True)))
+        .table_valued("tenant_id")
+        .render_derived(name=f"{name}_owner")
     )
+    found = (
+        select(*columns)
+        .where(Memory.tenant_id == owner.c.tenant_id, Memory.id == memory_id, *conditions)
+        # The id comes from two levels up: said, or the lookup would read that table itself.
+        .correlate_except(Memory)
+        .offset(literal_column("0"))
+        .lateral(f"{name}_found")
+    )
+    return select(found).select_from(owner).join(found, true()).lateral(name)
 
 
 @lru_cache(maxsize=256)
@@ -506,7 +519,8 @@ def _statement(shape: _Shape) -> _Statement:
         placed = _by_key(
             fused.c.id,
             [Memory.session_id, order_at.label("ord"), order_seq.label("seq")],
-            [Memory.tenant_id == tenant_id, Memory.session_id.is_not(None)],
+            # Sessions are the tenant's own: the probes below look in the tenant's rows only.
+            [Memory.session_id.is_not(None)],
             "placed",
         )
         base = (
@@ -594,6 +608,8 @@ def _statement(shape: _Shape) -> _Statement:
     )
     # Each candidate's own signals, computed where its row is read: by its key.
     own_signals = [
+        # Whose row it is (the tenant's or a shared one), so the hits are read again by full key.
+        Memory.tenant_id.label("tenant_id"),
         cosine.label("cosine"),
         recency.label("recency"),
         importance.label("importance"),
@@ -774,7 +790,7 @@ def _statement(shape: _Shape) -> _Statement:
         .select_from(top)
         # A hit is shown, not compared again: its vector and word index stay in the database.
         .options(defer(Memory.embedding), defer(Memory.tsv))
-        .join(Memory, (Memory.id == top.c.id) & visible)
+        .join(Memory, (Memory.tenant_id == top.c.tenant_id) & (Memory.id == top.c.id))
         .order_by(top.c.fused_score.desc(), top.c.retrieval.desc(), top.c.id)
     )
     return _Statement(
