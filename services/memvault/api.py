@@ -49,6 +49,7 @@ from memvault.retrieval.hybrid import (
     Hit,
     NamedEntities,
     hybrid_search,
+    matched_by,
     neighbours_of,
     search_preamble,
     search_settings,
@@ -430,7 +431,7 @@ class NamespaceAPI(
                     half_life_days=self._settings.search_recency_half_life_days,
                     strength_half_life_days=self._settings.decay_half_life_days,
                     terms=terms,
-                    hnsw_set=True,
+                    settings_set=True,
                 )
                 hits = outcome.hits
                 min_score_applied = req.min_score is not None and qvec is not None
@@ -478,7 +479,7 @@ class NamespaceAPI(
                     **second.timings_ms,
                     "total": round((time.perf_counter() - started) * 1000, 2),
                 },
-                matched_by=second.matched_by(hits),
+                matched_by=matched_by(hits),
                 backend_failures=failures + outcome.backend_failures + second.failures,
                 min_score_applied=min_score_applied,
                 candidates=outcome.candidates,

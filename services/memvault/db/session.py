@@ -44,6 +44,15 @@ def cache_long_statements() -> bool:
 AfterCommit = Callable[[], Any]
 
 
+async def set_local(session: AsyncSession, settings: Mapping[str, str]) -> None:
+    """``settings`` for the rest of the session's transaction, in one round trip."""
+    params: dict[str, str] = {}
+    for i, (name, value) in enumerate(settings.items()):
+        params[f"k{i}"], params[f"v{i}"] = name, value
+    calls = ", ".join(f"set_config(:k{i}, :v{i}, true)" for i in range(len(settings)))
+    await session.execute(text(f"SELECT {calls}"), params)
+
+
 class TenantTx:
     """An open transaction bound to one tenant, with work to run only once it has committed."""
 
@@ -99,11 +108,7 @@ class Database:
             if snapshot:
                 # One consistent view across many statements (an export that pages through tables).
                 await session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
-            params: dict[str, str] = {}
-            for i, (name, value) in enumerate([("app.tenant_id", str(tenant_id)), *(settings or {}).items()]):
-                params[f"k{i}"], params[f"v{i}"] = name, value
-            calls = ", ".join(f"set_config(:k{i}, :v{i}, true)" for i in range(len(params) // 2))
-            await session.execute(text(f"SELECT {calls}"), params)
+            await set_local(session, {"app.tenant_id": str(tenant_id), **(settings or {})})
             tx = TenantTx(session, tenant_id)
             yield tx
         for fn in tx._after_commit:

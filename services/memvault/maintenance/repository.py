@@ -15,6 +15,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
+from memvault.db.session import set_local
 from memvault.entities.models import MemoryEntity
 from memvault.memories.models import Memory
 from memvault.memories.repository import strength_of
@@ -80,10 +81,14 @@ async def near_pairs(
     if use_index:
         # A near-duplicate is by definition among the very nearest: a small beam finds it.
         # Nor may it read the namespace by another index and sort it: only HNSW gives the order.
-        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
-            await s.execute(text("SELECT set_config(:k, 'off', true)"), {"k": setting})
-        await s.execute(text("SELECT set_config('hnsw.ef_search', '20', true)"))
-        await s.execute(text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"))
+        await set_local(
+            s,
+            {
+                **dict.fromkeys(("enable_seqscan", "enable_bitmapscan", "enable_sort"), "off"),
+                "hnsw.ef_search": "20",
+                "hnsw.iterative_scan": "relaxed_order",
+            },
+        )
     rows = (
         await s.execute(
             text(

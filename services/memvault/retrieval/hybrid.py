@@ -34,7 +34,6 @@ from sqlalchemy import (
     null,
     or_,
     select,
-    text,
     true,
     tuple_,
     union,
@@ -45,6 +44,7 @@ from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
+from memvault.db.session import set_local
 from memvault.entities.models import Entity, MemoryEntity, Relation
 from memvault.entities.repository import valid_at_condition
 from memvault.maintenance import repository as maintenance_repo
@@ -78,6 +78,15 @@ class Hit:
     lexical_rank: int | None
     lexical_score: float | None
     channels: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)
+
+
+def matched_by(hits: list[Hit]) -> dict[str, int]:
+    """How many of ``hits`` each retrieval channel found. Counted on what a search returns, after
+    ``min_score`` and the reranker, which leave fewer than the first stage fetched."""
+    return {
+        "dense": sum(1 for h in hits if h.dense_rank is not None),
+        "lexical": sum(1 for h in hits if h.lexical_rank is not None),
+    }
 
 
 @dataclass
@@ -132,16 +141,6 @@ def search_settings(filters: MemoryFilters | None, candidates: int) -> dict[str,
         "random_page_cost": RANDOM_PAGE_COST,
         **hnsw_settings(candidates),
     }
-
-
-async def set_hnsw(s: AsyncSession, candidates: int) -> None:
-    """``hnsw_settings(candidates)`` for the rest of the caller's transaction (a transaction that
-    opens with them, ``Database.tenant_tx(settings=...)``, needs no round trip of its own)."""
-    settings = hnsw_settings(candidates)
-    await s.execute(
-        text("SELECT set_config('hnsw.iterative_scan', :scan, true), set_config('hnsw.ef_search', :ef, true)"),
-        {"scan": settings["hnsw.iterative_scan"], "ef": settings["hnsw.ef_search"]},
-    )
 
 
 def session_order(model: Any) -> tuple[Any, Any]:
@@ -225,7 +224,7 @@ async def fused_candidates(
     ``embedding_model`` (trace search uses it): up to ``candidates`` full-text rows ranked by
     ts_rank_cd and (with a query vector) nearest-vector rows passing ``where``, fused by id (see
     ``_fuse``). Sets the transaction's HNSW settings first."""
-    await set_hnsw(s, candidates)
+    await set_local(s, hnsw_settings(candidates))
     lex_inner = _ts_rank_inner(model, where, lexical_query(query), candidates, word_index=word_index)
     dense_inner = None if query_vector is None else _dense_inner(model, where, query_vector, model_id, candidates)
     return _fuse(lex_inner, dense_inner, rank)
@@ -447,8 +446,9 @@ def _by_key(memory_id: Any, columns: list[Any], conditions: list[Any], name: str
 def _statement(shape: _Shape) -> _Statement:
     tenant_id, namespace_id = _P.tenant_id, _P.namespace_id
     where = list(memories_repo.bound_read_conditions(shape.filters))
-    # Implied by the scope chain, but said plainly it lets each row be reached by primary key
-    # instead of skipping through every tenant's part of the index.
+    # Implied by the scope chain, but said plainly it lets the scans inside the statement (a
+    # filtered search's, ts_rank_cd's) start from the tenant-led indexes instead of skipping
+    # through every tenant's part of them. Candidates found elsewhere are read by _by_key.
     visible = Memory.tenant_id.in_([tenant_id, SYSTEM_TENANT_ID])
     weight = _P.weight
     with_context = "context" in shape.used
@@ -820,7 +820,7 @@ async def hybrid_search(
     half_life_days: float = 30.0,
     strength_half_life_days: float = 30.0,
     terms: TermStats | None = None,
-    hnsw_set: bool = False,
+    settings_set: bool = False,
 ) -> SearchOutcome:
     """``fusion="rrf"``: weighted reciprocal rank; the priors (recency, importance, access,
     strength) and the order cue rank only the retrieval head, cues (intent, graph, time window)
@@ -833,8 +833,8 @@ async def hybrid_search(
     spread over adjacent turns (a question in one, the answer in the next), and a turn whose
     neighbour matches is likely part of the exchange asked about.
 
-    ``hnsw_set``: the transaction already has ``search_settings(...)``, so they cost no
-    round trip of their own here."""
+    ``settings_set``: the transaction opened with ``search_settings(filters, candidates)``, so
+    they cost no round trip of their own here."""
     started = time.perf_counter()
     cues = cues or QueryCues()
     entities = entities or NamedEntities()
@@ -877,8 +877,8 @@ async def hybrid_search(
         time="window" if cues.window is not None else cues.order,
     )
     prepared = _statement(shape)
-    if not hnsw_set:
-        await set_hnsw(s, candidates)
+    if not settings_set:
+        await set_local(s, search_settings(filters, candidates))
     words = sorted(lx for lx, df in terms.df.items() if df) if terms is not None else []
     params: dict[str, Any] = {
         "query_vector": query_vector,

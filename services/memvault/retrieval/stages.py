@@ -101,15 +101,6 @@ class SecondStage:
         ordered = sorted(head, key=lambda h: h.channels["rerank"][0] or 0)
         return (ordered + rest)[:limit]
 
-    @staticmethod
-    def matched_by(hits: list[Hit]) -> dict[str, int]:
-        """How many of the returned hits each retrieval channel found: counted after ``min_score``
-        and the reranker, which leave fewer than the first stage fetched."""
-        return {
-            "dense": sum(1 for h in hits if h.dense_rank is not None),
-            "lexical": sum(1 for h in hits if h.lexical_rank is not None),
-        }
-
     def _ran(self, name: str, started: float) -> None:
         self.stages[name] = "ran"
         self.timings_ms[name] = round((time.perf_counter() - started) * 1000, 2)
