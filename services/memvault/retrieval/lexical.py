@@ -92,12 +92,8 @@ class TermStatsCache:
             if len(entry.df) + len(missing) > self._max_lexemes:
                 entry.df.clear()
             entry.df.update(known)
-        with self._lock:
-            # A refresh that finished meanwhile keeps its newer counts.
-            if self._entries.setdefault(key, entry) is entry:
-                self._entries.move_to_end(key)
-            while len(self._entries) > self._max_ns:
-                self._entries.popitem(last=False)
+        # A refresh that finished meanwhile keeps its newer counts.
+        self._keep(key, entry, replace=False)
         return TermStats(n=entry.n, avg_len=entry.avg_len, df=known)
 
     def stale(self, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> bool:
@@ -109,10 +105,18 @@ class TermStatsCache:
     async def refresh(self, s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> None:
         """Count the namespace's size and average length again. Its word counts start over: each
         is counted again, one key range of the word index, by the next search that asks for it."""
-        entry = await self._count(s, tenant_id, namespace_id)
+        self._keep((tenant_id, namespace_id), await self._count(s, tenant_id, namespace_id), replace=True)
+
+    def _keep(self, key: tuple[uuid.UUID, uuid.UUID], entry: _Entry, *, replace: bool) -> None:
+        """Cache ``entry`` as the most recently used (unless ``replace`` is off and the key has one
+        already), within the cache's size."""
         with self._lock:
-            self._entries[(tenant_id, namespace_id)] = entry
-            self._entries.move_to_end((tenant_id, namespace_id))
+            if replace:
+                self._entries[key] = entry
+            if self._entries.setdefault(key, entry) is entry:
+                self._entries.move_to_end(key)
+            while len(self._entries) > self._max_ns:
+                self._entries.popitem(last=False)
 
     async def _count(self, s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> _Entry:
         live = [Memory.tenant_id == tenant_id, Memory.namespace_id == namespace_id, Memory.superseded_at.is_(None)]
