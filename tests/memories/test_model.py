@@ -288,6 +288,10 @@ class TestSharedScopeRights:
                 assert f"Never promise delivery dates {marker}" in contents(seen)
                 r = await client.get(f"{MEMORIES}/{sys_mem['id']}", headers=t.headers)
                 assert r.status_code == 200
+                # And every tenant's search finds it, by meaning and by its words.
+                r = await client.post(f"{NS}/search", json={"query": f"delivery dates {marker}"}, headers=t.headers)
+                hit = next(h for h in r.json()["results"] if h["memory"]["id"] == sys_mem["id"])
+                assert hit["signals"]["dense_rank"] is not None and hit["signals"]["lexical_rank"] is not None
             # Tenants read it but cannot change or delete it.
             r = await client.delete(f"{MEMORIES}/{sys_mem['id']}", headers=tenant_b.headers)
             problem(r, 403, "forbidden")

@@ -41,6 +41,13 @@ def rows_read(plan: dict[str, Any], table: str) -> int:
     )
 
 
+def key_probes(plan: dict[str, Any]) -> tuple[int, int]:
+    """Lookups by the primary key of memories in the plan, and how many of them found a row."""
+    probes = [n for n in nodes(plan) if n.get("Index Name") == "pk_memories"]
+    loops = sum(n.get("Actual Loops", 1) for n in probes)
+    return loops, round(sum(min(n.get("Actual Rows", 0), 1) * n.get("Actual Loops", 1) for n in probes))
+
+
 async def test_a_search_reads_its_candidates_by_key_not_the_whole_tenant(
     api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant
 ) -> None:
@@ -83,3 +90,9 @@ async def test_a_search_reads_its_candidates_by_key_not_the_whole_tenant(
 
     # 50 candidates per channel, 100 word matches read first, the hits: a few hundred rows.
     assert rows_read(plan, "memories") < MEMORIES / 3
+    # Each of them by its full key: the candidate functions say whose row it is (migration 0016),
+    # where the statement probed every id under both tenants a search sees, one probe in two
+    # finding nothing.
+    probes, found = key_probes(plan)
+    assert probes > 100
+    assert probes - found < probes / 10

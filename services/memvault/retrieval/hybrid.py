@@ -39,7 +39,7 @@ from sqlalchemy import (
     union,
     union_all,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY, array
+from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
@@ -152,7 +152,7 @@ def session_order(model: Any) -> tuple[Any, Any]:
 def _dense_inner(model: Any, where: list[Any], query_vector: Any, model_id: Any, candidates: Any) -> Any:
     dist = model.embedding.cosine_distance(query_vector)
     return (
-        select(model.id, dist.label("dist"))
+        select(model.tenant_id, model.id, dist.label("dist"))
         .where(*where, model.embedding_model == model_id, model.embedding.is_not(None))
         .order_by(dist)
         .limit(candidates)
@@ -167,7 +167,7 @@ def _ts_rank_inner(model: Any, where: list[Any], tsq: Any, candidates: Any, *, w
     score = func.ts_rank_cd(model.tsv, tsq)
     matched = select(func.memvault_word_match(tsq).table_valued("id").render_derived(name="word_match"))
     return (
-        select(model.id, score.label("lex_score"))
+        select(model.tenant_id, model.id, score.label("lex_score"))
         .where(*where, model.id.in_(matched) if word_index else true(), model.tsv.op("@@")(tsq))
         .order_by(score.desc())
         .limit(candidates)
@@ -176,10 +176,11 @@ def _ts_rank_inner(model: Any, where: list[Any], tsq: Any, candidates: Any, *, w
 
 
 def _fuse(lex_inner: Any, dense_inner: Any | None, rank: Any) -> Any:
-    """One row per candidate id with its rank in each channel (``dense_rank``, ``lexical_rank``,
-    ``lex_score``), as a subquery named ``fused``. ``rank`` is the window function ranking each
-    channel: rank() keeps ties as ties, row_number() breaks them."""
+    """One row per candidate (``tenant_id``, ``id``) with its rank in each channel (``dense_rank``,
+    ``lexical_rank``, ``lex_score``), as a subquery named ``fused``. ``rank`` is the window
+    function ranking each channel: rank() keeps ties as ties, row_number() breaks them."""
     lex_ranked = select(
+        lex_inner.c.tenant_id,
         lex_inner.c.id,
         cast(literal(None), Integer).label("dense_rank"),
         rank().over(order_by=lex_inner.c.lex_score.desc()).label("lexical_rank"),
@@ -188,6 +189,7 @@ def _fuse(lex_inner: Any, dense_inner: Any | None, rank: Any) -> Any:
     if dense_inner is None:
         return lex_ranked.subquery("fused")
     dense_ranked = select(
+        dense_inner.c.tenant_id,
         dense_inner.c.id,
         rank().over(order_by=dense_inner.c.dist).label("dense_rank"),
         cast(literal(None), Integer).label("lexical_rank"),
@@ -198,12 +200,13 @@ def _fuse(lex_inner: Any, dense_inner: Any | None, rank: Any) -> Any:
     both = union_all(dense_ranked, lex_ranked).subquery("both")
     return (
         select(
+            both.c.tenant_id,
             both.c.id,
             func.min(both.c.dense_rank).label("dense_rank"),
             func.min(both.c.lexical_rank).label("lexical_rank"),
             func.max(both.c.lex_score).label("lex_score"),
         )
-        .group_by(both.c.id)
+        .group_by(both.c.tenant_id, both.c.id)
         .subquery("fused")
     )
 
@@ -413,33 +416,27 @@ class _Statement:
     value_key: dict[str, str]  # channel -> the result column with its value
 
 
-def _by_key(memory_id: Any, columns: list[Any], conditions: list[Any], name: str) -> Any:
-    """``columns`` of the memory ``memory_id`` (a column of the query it is joined to) if it
-    meets ``conditions``, looked up by primary key row by row, whatever the statistics say.
+def _by_key(tenant_id: Any, memory_id: Any, columns: list[Any], conditions: list[Any], name: str) -> Any:
+    """``columns`` of the memory with the primary key (``tenant_id``, ``memory_id``), columns of
+    the query it is joined to, if it meets ``conditions``: looked up by that key row by row,
+    whatever the statistics say.
 
     Joined plainly, the candidates were matched against the tenant's rows however the statistics
     suggested, and statistics that do not know the tenant (a first import before autovacuum
     analyzes it, a new tenant in a table of others) suggested a loop over every row of the tenant
     for each candidate. Behind OFFSET 0 the LATERAL lookup is planned on its own, with the outer
-    row's id as a parameter (as migration 0014's lookups are). Its tenant is a parameter too, one
-    lookup per tenant whose rows a search sees: with the tenant as a constant (or a list of two),
-    PostgreSQL prices any index that starts with the tenant like the primary key when it expects
-    the tenant to have no rows, and took one of those, reading the tenant's rows for every
-    candidate (docs/benchmarks.md, "Small namespaces")."""
-    owner = (
-        func.unnest(array([_P.tenant_id, SYSTEM_TENANT_ID], type_=PG_UUID(as_uuid=True)))
-        .table_valued("tenant_id")
-        .render_derived(name=f"{name}_owner")
-    )
-    found = (
+    row's key as parameters (as migration 0014's lookups are). The tenant is the candidate's own
+    (the candidate functions return it, migration 0016), not the search's: with the tenant a
+    constant (or a list of two), PostgreSQL prices any index that starts with the tenant like
+    the primary key when it expects the tenant to have no rows, and took one of those, reading
+    the tenant's rows for every candidate (docs/benchmarks.md, "Small namespaces")."""
+    return (
         select(*columns)
-        .where(Memory.tenant_id == owner.c.tenant_id, Memory.id == memory_id, *conditions)
-        # The id comes from two levels up: said, or the lookup would read that table itself.
+        .where(Memory.tenant_id == tenant_id, Memory.id == memory_id, *conditions)
         .correlate_except(Memory)
         .offset(literal_column("0"))
-        .lateral(f"{name}_found")
+        .lateral(name)
     )
-    return select(found).select_from(owner).join(found, true()).lateral(name)
 
 
 @lru_cache(maxsize=256)
@@ -470,12 +467,12 @@ def _statement(shape: _Shape) -> _Statement:
                 found = func.memvault_word_top(
                     namespace_id, cast(_P.picking, TSQUERY), lexemes, _P.idf, _P.avg_len, False, limit
                 )
-            return found.table_valued("id", "score").render_derived(name=name)
+            return found.table_valued("tenant_id", "id", "score").render_derived(name=name)
 
         def best(found: Any) -> Any:
-            row = _by_key(found.c.id, [Memory.id], where, f"{found.name}_row")
+            row = _by_key(found.c.tenant_id, found.c.id, [Memory.tenant_id, Memory.id], where, f"{found.name}_row")
             return (
-                select(row.c.id, found.c.score.label("lex_score"))
+                select(row.c.tenant_id, row.c.id, found.c.score.label("lex_score"))
                 .select_from(found)
                 .join(row, true())
                 .order_by(found.c.score.desc(), row.c.id)
@@ -492,7 +489,9 @@ def _statement(shape: _Shape) -> _Statement:
             select(func.count()).select_from(prefetched).scalar_subquery() >= _P.prefetch,
         )
         every = best(matched(cast(literal(None), Integer), "word_all")).where(short)
-        lex_inner = union_all(select(first.c.id, first.c.lex_score).where(~short), every).subquery("lex_inner")
+        lex_inner = union_all(select(first.c.tenant_id, first.c.id, first.c.lex_score).where(~short), every).subquery(
+            "lex_inner"
+        )
     else:
         lex_inner = _ts_rank_inner(
             Memory, [*where, visible], lexical_query(_P.query_text), _P.candidates, word_index=True
@@ -502,11 +501,13 @@ def _statement(shape: _Shape) -> _Statement:
         # same key) can drop one of these: rare, and then the channel has a candidate less.
         found = (
             func.memvault_nearest(namespace_id, _P.query_vector, _P.model_id, _P.candidates)
-            .table_valued("id", "dist")
+            .table_valued("tenant_id", "id", "dist")
             .render_derived(name="nearest")
         )
-        row = _by_key(found.c.id, [Memory.id], where, "nearest_row")
-        dense_inner = select(row.c.id, found.c.dist).select_from(found).join(row, true()).subquery("dense_inner")
+        row = _by_key(found.c.tenant_id, found.c.id, [Memory.tenant_id, Memory.id], where, "nearest_row")
+        dense_inner = (
+            select(row.c.tenant_id, row.c.id, found.c.dist).select_from(found).join(row, true()).subquery("dense_inner")
+        )
     elif shape.dense:
         dense_inner = _dense_inner(Memory, [*where, visible], _P.query_vector, _P.model_id, _P.candidates)
     else:
@@ -517,6 +518,7 @@ def _statement(shape: _Shape) -> _Statement:
     if with_context:
         order_at, order_seq = session_order(Memory)
         placed = _by_key(
+            fused.c.tenant_id,
             fused.c.id,
             [Memory.session_id, order_at.label("ord"), order_seq.label("seq")],
             # Sessions are the tenant's own: the probes below look in the tenant's rows only.
@@ -535,7 +537,7 @@ def _statement(shape: _Shape) -> _Statement:
             # One probe of the session index per candidate and side, under the search's own rules.
             mine, theirs = tuple_(*session_order(Memory)), tuple_(base.c.ord, base.c.seq)
             step = (
-                select(Memory.id.label("id"))
+                select(Memory.tenant_id.label("tenant_id"), Memory.id.label("id"))
                 .where(
                     # Sessions belong to one namespace. Spelled out (the scope chain's ORs also
                     # say it) so that the session index serves the probe.
@@ -549,15 +551,17 @@ def _statement(shape: _Shape) -> _Statement:
                 .limit(1)
                 .lateral("step")
             )
-            return select(base.c.id.label("a"), step.c.id.label("b")).select_from(base.join(step, true()))
+            return select(
+                base.c.id.label("a"), step.c.tenant_id.label("b_tenant_id"), step.c.id.label("b")
+            ).select_from(base.join(step, true()))
 
         edges = union_all(adjacent(True), adjacent(False)).cte("edges")
-        pool_ids = union(select(fused.c.id), select(edges.c.b)).cte("pool_ids")
+        pool_ids = union(select(fused.c.tenant_id, fused.c.id), select(edges.c.b_tenant_id, edges.c.b)).cte("pool_ids")
     else:
-        pool_ids = select(fused.c.id).cte("pool_ids")
+        pool_ids = select(fused.c.tenant_id, fused.c.id).cte("pool_ids")
     pool = (
-        select(pool_ids.c.id, fused.c.dense_rank, fused.c.lexical_rank, fused.c.lex_score)
-        .outerjoin(fused, fused.c.id == pool_ids.c.id)
+        select(pool_ids.c.tenant_id, pool_ids.c.id, fused.c.dense_rank, fused.c.lexical_rank, fused.c.lex_score)
+        .outerjoin(fused, (fused.c.tenant_id == pool_ids.c.tenant_id) & (fused.c.id == pool_ids.c.id))
         .cte("pool")
     )
     cosine = 1 - Memory.embedding.cosine_distance(_P.query_vector) if shape.dense else cast(literal(None), Float)
@@ -608,8 +612,6 @@ def _statement(shape: _Shape) -> _Statement:
     )
     # Each candidate's own signals, computed where its row is read: by its key.
     own_signals = [
-        # Whose row it is (the tenant's or a shared one), so the hits are read again by full key.
-        Memory.tenant_id.label("tenant_id"),
         cosine.label("cosine"),
         recency.label("recency"),
         importance.label("importance"),
@@ -621,10 +623,11 @@ def _statement(shape: _Shape) -> _Statement:
     ]
     if not shape.bm25:
         own_signals.append(own_lex.label("lex_score"))
-    # Both the tenant's rows and the system tenant's shared ones can be hits.
-    row = _by_key(pool.c.id, own_signals, [], "candidate")
+    row = _by_key(pool.c.tenant_id, pool.c.id, own_signals, [], "candidate")
     signals = select(
         pool.c.id,
+        # Whose row it is (the tenant's or a shared one): the hits are read again by full key.
+        pool.c.tenant_id,
         pool.c.dense_rank,
         pool.c.lexical_rank,
         lex_score.label("lex_score") if shape.bm25 else row.c.lex_score,
