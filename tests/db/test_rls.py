@@ -459,9 +459,9 @@ class TestSystemScope:
 
 @pytest.mark.usefixtures("data")
 class TestWordMatchFunctions:
-    """memvault_word_match and memvault_word_counts (migration 0008), memvault_word_top and
-    memvault_word_scores (0010) look past RLS to use the full-text index: they must answer only
-    for the tenant set in the transaction."""
+    """memvault_word_match and memvault_word_counts (migration 0008), memvault_word_top (0010, and
+    its keyed twin the search calls, 0016) and memvault_word_scores (0010) look past RLS to use the
+    full-text index: they must answer only for the tenant set in the transaction."""
 
     async def test_match_returns_only_the_current_tenants_ids(
         self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
@@ -512,7 +512,10 @@ class TestWordMatchFunctions:
                 )
             ).fetchall()
         )[0]
-        top = "SELECT id, score FROM memvault_word_top(%s, 'oslo', ARRAY['oslo']::tsquery[], ARRAY[2.0], 4.0, true, 10)"
+        top = (
+            "SELECT tenant_id, id, score "
+            "FROM memvault_word_top_keyed(%s, 'oslo', ARRAY['oslo']::tsquery[], ARRAY[2.0], 4.0, true, 10)"
+        )
         async with app_conn.transaction():
             await set_tenant(app_conn, tenant_a)
             own = await (await app_conn.execute(top, (ns_a,))).fetchall()
@@ -522,7 +525,7 @@ class TestWordMatchFunctions:
             nobody = await (await app_conn.execute(top, (ns_a,))).fetchall()
 
         # BM25 of one word with idf 2: 2 (k1 + 1) / (1 + k1 (1 - b + b len / avg)).
-        assert own == [(oslo_a, pytest.approx(2.0 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length / 4.0))))]
+        assert own == [(tenant_a.id, oslo_a, pytest.approx(2.0 * 2.2 / (1 + 1.2 * (0.25 + 0.75 * length / 4.0))))]
         assert other == [] and nobody == []
 
     async def test_scores_only_the_current_tenants_rows(
@@ -548,8 +551,9 @@ class TestWordMatchFunctions:
 
 @pytest.mark.usefixtures("data")
 class TestNearestFunction:
-    """memvault_nearest (migration 0011) finds the dense channel's rows in a plan of its own: it
-    must answer only for the tenant set in the transaction, nearest first."""
+    """memvault_nearest (migration 0011; the search calls its keyed twin, 0016) finds the dense
+    channel's rows in a plan of its own: it must answer only for the tenant set in the
+    transaction, nearest first, each row with its tenant."""
 
     async def test_returns_only_the_current_tenants_rows_nearest_first(
         self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
@@ -576,7 +580,7 @@ class TestNearestFunction:
                 )
             ).fetchall()
         }
-        nearest = "SELECT id, dist FROM memvault_nearest(%s, %s::vector, %s, 100)"
+        nearest = "SELECT id, dist, tenant_id FROM memvault_nearest_keyed(%s, %s::vector, %s, 100)"
         async with app_conn.transaction():
             await set_tenant(app_conn, tenant_a)
             found = await (await app_conn.execute(nearest, (ns[tenant_a.id], vector, model))).fetchall()
@@ -586,7 +590,7 @@ class TestNearestFunction:
         async with app_conn.transaction():
             nobody = await (await app_conn.execute(nearest, (ns[tenant_a.id], vector, model))).fetchall()
 
-        assert {r[0] for r in found} == own
+        assert {r[0] for r in found} == own and {r[2] for r in found} == {tenant_a.id}
         assert found[0][0] == oslo_a and found[0][1] == pytest.approx(0.0, abs=1e-6)
         assert [r[1] for r in found] == sorted(r[1] for r in found)
         assert other == [] and another_model == [] and nobody == []
@@ -602,7 +606,7 @@ class TestWordScoreTerms:
     ) -> None:
         ns_a = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant_a.id,))
         absent = [f"zzabsent{i}" for i in range(20)]  # words no memory has
-        top = "SELECT id, score FROM memvault_word_top(%s, 'oslo | green', %s::tsquery[], %s, 4.0, true, 10)"
+        top = "SELECT id, score FROM memvault_word_top_keyed(%s, 'oslo | green', %s::tsquery[], %s, 4.0, true, 10)"
         async with app_conn.transaction():
             await set_tenant(app_conn, tenant_a)
             short = await (await app_conn.execute(top, (ns_a, ["oslo", "green"], [2.0, 3.0]))).fetchall()

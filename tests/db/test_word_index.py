@@ -1,5 +1,5 @@
 """The lexical channel's word index (memory_terms, migration 0013): kept in step with every write
-by triggers, read only through memvault_word_best, and never across tenants."""
+by triggers, read only through memvault_word_best (and its keyed twin), and never across tenants."""
 
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ from memvault.retrieval.schemas import SearchIn
 from tests.conftest import Tenant
 from tests.db.conftest import scalar, set_tenant
 
-BEST = "SELECT id, score FROM memvault_word_best(%s, %s, %s, %s::tsquery[], %s, %s, %s)"
-TOP = "SELECT id, score FROM memvault_word_top(%s, %s::tsquery, %s::tsquery[], %s, %s, true, %s)"
+# The keyed functions the search calls (migration 0016): each row's tenant, id and score.
+BEST = "SELECT tenant_id, id, score FROM memvault_word_best_keyed(%s, %s, %s, %s::tsquery[], %s, %s, %s)"
+TOP = "SELECT tenant_id, id, score FROM memvault_word_top_keyed(%s, %s::tsquery, %s::tsquery[], %s, %s, true, %s)"
 
 
 async def terms(owner: psycopg.AsyncConnection, memory_id: uuid.UUID) -> dict[str, tuple[uuid.UUID, int]]:
@@ -185,8 +186,48 @@ class TestWordBest:
         async with app_conn.transaction():
             nobody = await (await app_conn.execute(BEST, (ns_a, *args))).fetchall()
 
-        assert len(own) == 1 and own == top
+        assert len(own) == 1 and own == top and own[0][0] == tenant_a.id
         assert other == [] and nobody == []
+
+    async def test_the_previous_releases_functions_still_answer(
+        self,
+        api: NamespaceAPI,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+    ) -> None:
+        """Replicas of the release before migration 0016 call memvault_word_best, memvault_word_top
+        and memvault_nearest until they are replaced (docs/scaling.md): at head those still answer
+        as their keyed twins do, without the tenant."""
+        m = await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content="Ana lives in Oslo"))
+        ns = await namespace_id(owner_conn, tenant_a)
+        vector, model = (
+            await (
+                await owner_conn.execute("SELECT embedding::text, embedding_model FROM memories WHERE id = %s", (m.id,))
+            ).fetchall()
+        )[0]
+        args = (["oslo"], ["oslo"], ["oslo"], [2.0], 4.0, 10)
+        old_best = "SELECT id, score FROM memvault_word_best(%s, %s, %s, %s::tsquery[], %s, %s, %s)"
+        old_top = "SELECT id, score FROM memvault_word_top(%s, %s::tsquery, %s::tsquery[], %s, %s, true, %s)"
+        old_nearest = "SELECT id, dist FROM memvault_nearest(%s, %s::vector, %s, 10)"
+        nearest = "SELECT tenant_id, id, dist FROM memvault_nearest_keyed(%s, %s::vector, %s, 10)"
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            keyed = {
+                "best": await (await app_conn.execute(BEST, (ns, *args))).fetchall(),
+                "top": await (await app_conn.execute(TOP, (ns, "oslo", ["oslo"], [2.0], 4.0, 10))).fetchall(),
+                "nearest": await (await app_conn.execute(nearest, (ns, vector, model))).fetchall(),
+            }
+            old = {
+                "best": await (await app_conn.execute(old_best, (ns, *args))).fetchall(),
+                "top": await (await app_conn.execute(old_top, (ns, "oslo", ["oslo"], [2.0], 4.0, 10))).fetchall(),
+                "nearest": await (await app_conn.execute(old_nearest, (ns, vector, model))).fetchall(),
+            }
+
+        assert keyed["best"] and keyed["nearest"]
+        for name, rows in keyed.items():
+            assert {tenant for tenant, _, _ in rows} == {tenant_a.id}
+            assert [(i, v) for _, i, v in rows] == old[name], name
 
     async def test_only_the_triggers_write_the_index(
         self,
@@ -237,8 +278,8 @@ class TestWordBest:
                 top = await (
                     await app_conn.execute(TOP, (ns, tsquery_text(*picking), each, idf, 5.0, limit))
                 ).fetchall()
-                assert [i for i, _ in best] == [i for i, _ in top]
-                assert [s for _, s in best] == pytest.approx([s for _, s in top])
+                assert [key for *key, _ in best] == [key for *key, _ in top]
+                assert [s for *_, s in best] == pytest.approx([s for *_, s in top])
                 assert len(best) == limit
 
     async def test_without_statistics_each_match_is_read_by_its_key(
@@ -249,7 +290,7 @@ class TestWordBest:
         memories must still be one key lookup (migration 0014), not a scan of the tenant's rows
         per match."""
         ns = await namespace_id(owner_conn, tenant_a)
-        body = await scalar(owner_conn, "SELECT prosrc FROM pg_proc WHERE proname = 'memvault_word_best'")
+        body = await scalar(owner_conn, "SELECT prosrc FROM pg_proc WHERE proname = 'memvault_word_best_keyed'")
         params = ["p_namespace", "p_picking", "p_words", "p_lexemes", "p_idf", "p_avg_len", "p_limit"]
         for i, name in enumerate(params, 1):
             body = re.sub(rf"\b{name}\b", f"${i}", body)

@@ -368,7 +368,7 @@ class _Shape:
 
     filters: tuple[str, ...]  # which filters are set (memories.repository.filter_form)
     dense: bool  # a query vector is given
-    nearest: bool  # the nearest vectors come from memvault_nearest (see plan_cache_mode)
+    nearest: bool  # the nearest vectors come from memvault_nearest_keyed (see plan_cache_mode)
     bm25: bool  # the query's term statistics are given (else ts_rank_cd)
     live: bool  # reads live memories only (no knowledge_at, state or include_archived)
     used: tuple[str, ...]  # channels in the fusion
@@ -461,11 +461,11 @@ def _statement(shape: _Shape) -> _Statement:
             # Live memories from the namespace's own word index (migration 0013); the rest, which
             # that index leaves out, from the full-text index.
             if shape.live:
-                found = func.memvault_word_best(
+                found = func.memvault_word_best_keyed(
                     namespace_id, _P.picking_words, _P.words, lexemes, _P.idf, _P.avg_len, limit
                 )
             else:
-                found = func.memvault_word_top(
+                found = func.memvault_word_top_keyed(
                     namespace_id, cast(_P.picking, TSQUERY), lexemes, _P.idf, _P.avg_len, False, limit
                 )
             return found.table_valued("tenant_id", "id", "score").render_derived(name=name)
@@ -501,7 +501,7 @@ def _statement(shape: _Shape) -> _Statement:
         # Only the read conditions beyond the scope chain and lifecycle (a narrower memory of the
         # same key) can drop one of these: rare, and then the channel has a candidate less.
         found = (
-            func.memvault_nearest(namespace_id, _P.query_vector, _P.model_id, _P.candidates)
+            func.memvault_nearest_keyed(namespace_id, _P.query_vector, _P.model_id, _P.candidates)
             .table_valued("tenant_id", "id", "dist")
             .render_derived(name="nearest")
         )

@@ -1,11 +1,16 @@
-"""The search's candidate functions return each row's tenant with its id.
+"""The search's candidate functions that return each row's tenant with its id.
 
-memvault_word_best, memvault_word_top and memvault_nearest returned ids alone, so the search
+memvault_word_best, memvault_word_top and memvault_nearest return ids alone, so the search
 statement read each candidate's row under both tenants a search sees (its own and the system
 tenant's shared rows): two primary-key probes for every candidate, of which one found nothing.
-With the tenant each row is one probe by its full key (retrieval/hybrid.py, ``_by_key``). The
-bodies are 0014's, 0012's and 0011's, the rows they return and their order unchanged; a new
-result type needs DROP and CREATE, so the grants and row estimates (0015) are given again.
+memvault_word_best_keyed, memvault_word_top_keyed and memvault_nearest_keyed return the tenant
+first, then what the others return, from the same bodies (0014's, 0012's and 0011's) with the same
+grants and row estimates (0015): each candidate's row is then one probe by its full key
+(retrieval/hybrid.py, ``_by_key``).
+
+New names rather than new result types for the old ones: a release's migration must leave the
+schema usable by the release before it, whose replicas keep calling the old functions until they
+are replaced (docs/scaling.md). A later migration drops those.
 
 Revision ID: 0016
 Revises: 0015
@@ -52,10 +57,9 @@ def _length(doc_len: str) -> str:
     return f"{K1 + 1} / (1 + {K1} * ({1 - B} + {B} * {doc_len} / greatest(p_avg_len, 1)))"
 
 
-def _functions(schema: str, path: str, *, tenant: bool) -> dict[str, tuple[str, str, str, int]]:
-    """Signature -> (parameters, result columns, attributes and body, rows) of each function,
-    returning the tenant first with ``tenant``, else as 0014, 0012 and 0011 left them."""
-    lead, out = ("m.tenant_id, ", "tenant_id uuid, ") if tenant else ("", "")
+def _functions(schema: str, path: str) -> dict[str, tuple[str, str, str, int]]:
+    """The old function's signature -> (parameters, result columns, attributes and body, rows) of
+    its keyed twin: the old body with the row's tenant returned first."""
     word_best = f"""{DEFINER}
         SET search_path = pg_catalog, {schema}
         SET plan_cache_mode = force_custom_plan
@@ -79,7 +83,7 @@ def _functions(schema: str, path: str, *, tenant: bool) -> dict[str, tuple[str, 
                 ORDER BY picked DESC, t.memory_id
                 LIMIT 4 * p_limit
             )
-            SELECT {lead}m.id, m.score
+            SELECT m.tenant_id, m.id, m.score
             FROM found
             CROSS JOIN LATERAL (
                 SELECT m.id, m.tenant_id, m.namespace_id, m.scope, m.superseded_at, m.state,
@@ -97,7 +101,7 @@ def _functions(schema: str, path: str, *, tenant: bool) -> dict[str, tuple[str, 
         SET search_path = pg_catalog, {schema}
         SET plan_cache_mode = force_custom_plan
         AS $$
-            SELECT {lead}m.id, {IDF_SUM} * {_length("length(m.tsv)")} AS score
+            SELECT m.tenant_id, m.id, {IDF_SUM} * {_length("length(m.tsv)")} AS score
             FROM {schema}.memories m
             WHERE m.tsv @@ p_query
               AND {SCOPE_CHAIN}
@@ -110,7 +114,7 @@ def _functions(schema: str, path: str, *, tenant: bool) -> dict[str, tuple[str, 
         SET search_path = {path}
         SET plan_cache_mode = force_custom_plan
         AS $$
-            SELECT {lead}m.id, m.embedding <=> p_vector AS dist
+            SELECT m.tenant_id, m.id, m.embedding <=> p_vector AS dist
             FROM {schema}.memories m
             WHERE {SCOPE_CHAIN}
               AND {LIVE}
@@ -122,27 +126,33 @@ def _functions(schema: str, path: str, *, tenant: bool) -> dict[str, tuple[str, 
         WORD_BEST: (
             "p_namespace uuid, p_picking text[], p_words text[], p_lexemes tsquery[], p_idf float8[], "
             "p_avg_len float8, p_limit integer",
-            f"{out}id uuid, score float8",
+            "tenant_id uuid, id uuid, score float8",
             word_best,
             100,
         ),
         WORD_TOP: (
             "p_namespace uuid, p_query tsquery, p_lexemes tsquery[], p_idf float8[], p_avg_len float8, "
             "p_live boolean, p_limit integer",
-            f"{out}id uuid, score float8",
+            "tenant_id uuid, id uuid, score float8",
             word_top,
             100,
         ),
         NEAREST: (
             "p_namespace uuid, p_vector vector, p_model text, p_limit integer",
-            f"{out}id uuid, dist float8",
+            "tenant_id uuid, id uuid, dist float8",
             nearest,
             50,
         ),
     }
 
 
-def _replace(*, tenant: bool) -> None:
+def _keyed(signature: str) -> str:
+    """The keyed function's signature: the same name with ``_keyed``, the same parameters."""
+    name, parameters = signature.split("(", 1)
+    return f"{name}_keyed({parameters}"
+
+
+def upgrade() -> None:
     role = _app_role()
     bind = op.get_bind()
     schema = bind.exec_driver_sql("SELECT current_schema()").scalar_one()
@@ -151,17 +161,14 @@ def _replace(*, tenant: bool) -> None:
         "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
     ).scalar_one()
     path = ", ".join(dict.fromkeys(["pg_catalog", schema, vector]))
-    for signature, (parameters, columns, body, rows) in _functions(schema, path, tenant=tenant).items():
-        name = signature.split("(")[0]
-        op.execute(f"DROP FUNCTION {signature}")
+    for signature, (parameters, columns, body, rows) in _functions(schema, path).items():
+        keyed = _keyed(signature)
+        name = keyed.split("(")[0]
         op.execute(f"CREATE FUNCTION {name}({parameters}) RETURNS TABLE ({columns}) ROWS {rows} {body}")
-        op.execute(f"REVOKE ALL ON FUNCTION {signature} FROM PUBLIC")
-        op.execute(f"GRANT EXECUTE ON FUNCTION {signature} TO {role}")
-
-
-def upgrade() -> None:
-    _replace(tenant=True)
+        op.execute(f"REVOKE ALL ON FUNCTION {keyed} FROM PUBLIC")
+        op.execute(f"GRANT EXECUTE ON FUNCTION {keyed} TO {role}")
 
 
 def downgrade() -> None:
-    _replace(tenant=False)
+    for signature in (WORD_BEST, WORD_TOP, NEAREST):
+        op.execute(f"DROP FUNCTION IF EXISTS {_keyed(signature)}")
