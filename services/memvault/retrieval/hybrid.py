@@ -471,12 +471,13 @@ def _statement(shape: _Shape) -> _Statement:
             return found.table_valued("tenant_id", "id", "score").render_derived(name=name)
 
         def best(found: Any) -> Any:
-            row = _by_key(found.c.tenant_id, found.c.id, [Memory.tenant_id, Memory.id], where, f"{found.name}_row")
+            # The match's key is its own: its row is read only to check the read conditions.
+            row = _by_key(found.c.tenant_id, found.c.id, [Memory.id], where, f"{found.name}_row")
             return (
-                select(row.c.tenant_id, row.c.id, found.c.score.label("lex_score"))
+                select(found.c.tenant_id, found.c.id, found.c.score.label("lex_score"))
                 .select_from(found)
                 .join(row, true())
-                .order_by(found.c.score.desc(), row.c.id)
+                .order_by(found.c.score.desc(), found.c.id)
                 .limit(_P.candidates)
             )
 
@@ -505,10 +506,8 @@ def _statement(shape: _Shape) -> _Statement:
             .table_valued("tenant_id", "id", "dist")
             .render_derived(name="nearest")
         )
-        row = _by_key(found.c.tenant_id, found.c.id, [Memory.tenant_id, Memory.id], where, "nearest_row")
-        dense_inner = (
-            select(row.c.tenant_id, row.c.id, found.c.dist).select_from(found).join(row, true()).subquery("dense_inner")
-        )
+        row = _by_key(found.c.tenant_id, found.c.id, [Memory.id], where, "nearest_row")
+        dense_inner = select(*found.c).select_from(found).join(row, true()).subquery("dense_inner")
     elif shape.dense:
         dense_inner = _dense_inner(Memory, [*where, visible], _P.query_vector, _P.model_id, _P.candidates)
     else:
