@@ -128,6 +128,18 @@ class TestFlow:
             assert set(found["metrics"]["weights"]) == {"lexical"}
             assert (await fails(s, "memory_search", query="x", weights={"pagerank": 1})).startswith("validation_error")
 
+            dated = await call(
+                s,
+                "memory_search",
+                query="pick a venue and book it",
+                session_id="plan",
+                since="2026-05-02T00:00:00Z",
+                until="2026-05-03T00:00:00Z",
+            )
+            assert [r["memory"]["content"] for r in dated["results"]] == [turns[1]]
+            bad = await fails(s, "memory_search", query="x", since="2026-05-02T00:00:00Z", until="2026-05-01T00:00:00Z")
+            assert bad.startswith("validation_error")
+
     async def test_ingest_and_read_the_session(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key) as s:
             out = await call(

@@ -21,7 +21,7 @@ from memvault.memories.schemas import MemoryFilters, MemoryIn
 from memvault.retrieval.hybrid import _statement
 from memvault.retrieval.schemas import SearchIn
 from tests.conftest import Tenant
-from tests.memories.test_router import MEMORIES, problem, search, store
+from tests.memories.test_router import BATCH, MEMORIES, listed, problem, search, store
 
 SEARCH = "/v1/namespaces/default/search"
 
@@ -440,6 +440,126 @@ class TestFusion:
         r = await client.post(SEARCH, json={"query": "x", "fusion": "max"}, headers=tenant_a.headers)
 
         problem(r, 422, "validation_error")
+
+
+class TestDateRange:
+    """``since`` and ``until`` keep the memories dated in a range (``valid_from``, else when stored)
+    on every read path, inside SQL: both channels find what lies in the range however many better
+    matches lie outside it."""
+
+    async def store_dated(
+        self, client: httpx.AsyncClient, tenant: Tenant, items: list[tuple[str, datetime]]
+    ) -> list[str]:
+        body = {"memories": [{"content": c, "valid_from": iso(d), "session_id": "trip"} for c, d in items]}
+        r = await client.post(BATCH, json=body, headers=tenant.headers)
+        assert r.status_code == 201, r.text
+        return [m["id"] for m in r.json()["memories"]]
+
+    async def test_lists_and_searches_keep_the_range(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        jan, mar, jun = await self.store_dated(
+            client,
+            tenant_a,
+            [
+                (f"Offsite in Porto, edition {m}: the team planned the roadmap", datetime(2023, m, 14, tzinfo=UTC))
+                for m in (1, 3, 6)
+            ],
+        )
+        undated = await store(client, tenant_a, "Offsite in Porto, next edition: the roadmap again")  # dated now
+
+        spring = {"since": "2023-02-01", "until": "2023-05-01T00:00:00Z"}
+        assert [m["id"] for m in await listed(client, tenant_a, spring)] == [mar]
+        assert [m["id"] for m in await listed(client, tenant_a, {"until": "2023-03-14T00:00:00Z"})] == [jan]
+        # `since` is inclusive, `until` exclusive.
+        later = await listed(client, tenant_a, {"since": "2023-03-14T00:00:00Z"})
+        assert {m["id"] for m in later} == {mar, jun, undated["id"]}
+
+        out = await search(client, tenant_a, "Porto offsite roadmap", filters=spring)
+        assert [r["memory"]["id"] for r in out["results"]] == [mar]
+
+    @pytest.mark.parametrize("channel", ["dense", "lexical"])
+    async def test_each_channel_finds_the_dated_memory_behind_better_matches(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, channel: str
+    ) -> None:
+        # 60 closer matches in 2024, more than a channel's 50 candidates: a range applied after
+        # retrieval would leave nothing.
+        await self.store_dated(
+            client,
+            tenant_a,
+            [
+                (
+                    f"Zorblax tea tasting number {i} in the Lisbon office",
+                    datetime(2024, 1, 1, tzinfo=UTC) + timedelta(hours=i),
+                )
+                for i in range(60)
+            ],
+        )
+        (old,) = await self.store_dated(
+            client,
+            tenant_a,
+            [("A zorblax brew was tried once at a Lisbon market stall", datetime(2022, 5, 2, tzinfo=UTC))],
+        )
+        other = "lexical" if channel == "dense" else "dense"
+
+        out = await search(
+            client,
+            tenant_a,
+            "zorblax tea tasting in Lisbon",
+            filters={"until": "2023-01-01T00:00:00Z"},
+            weights={other: 0, "context": 0},
+        )
+
+        assert [r["memory"]["id"] for r in out["results"]] == [old]
+        assert out["metrics"]["matched_by"][channel] == 1
+
+    async def test_neighbours_and_context_keep_the_range(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        turns = ["Where should we stay in Kyoto?", "The ryokan near Gion has rooms in April", "Book the ryokan then"]
+        first, second, third = await self.store_dated(
+            client, tenant_a, [(t, datetime(2023, 4, 1 + i, tzinfo=UTC)) for i, t in enumerate(turns)]
+        )
+
+        out = await search(
+            client, tenant_a, "ryokan near Gion", limit=1, neighbours=1, filters={"since": "2023-04-02T00:00:00Z"}
+        )
+        top = out["results"][0]
+        assert top["memory"]["id"] == second
+        assert [m["id"] for m in top["neighbours"]] == [third]
+
+        r = await client.post(
+            "/v1/namespaces/default/context",
+            json={"query": "Kyoto stay", "filters": {"until": "2023-04-02T00:00:00Z"}},
+            headers=tenant_a.headers,
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["memory_ids"] == [first]
+
+    @pytest.mark.parametrize(
+        "filters",
+        [
+            {"since": "2023-05-01T00:00:00Z", "until": "2023-05-01T00:00:00Z"},
+            {"since": "2023-05-01T00:00:00Z", "until": "2023-04-01T00:00:00Z"},
+            {"until": "not a date"},
+        ],
+    )
+    async def test_a_bad_range_is_422_in_search_and_list(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, filters: dict[str, str]
+    ) -> None:
+        r = await client.post(SEARCH, json={"query": "x", "filters": filters}, headers=tenant_a.headers)
+        assert problem(r, 422, "validation_error")["field"] == "filters.until"
+
+        r = await client.get(MEMORIES, params=filters, headers=tenant_a.headers)
+        assert problem(r, 422, "validation_error")["field"] == "until"
+
+    async def test_another_tenants_dated_memories_stay_unseen(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        await self.store_dated(
+            client, tenant_a, [("Zorblax harvest festival in Porto", datetime(2023, 9, 9, tzinfo=UTC))]
+        )
+        spring = {"since": "2023-01-01T00:00:00Z", "until": "2024-01-01T00:00:00Z"}
+
+        assert await listed(client, tenant_b, spring) == []
+        out = await search(client, tenant_b, "zorblax harvest festival Porto", filters=spring)
+        assert out["results"] == []
 
 
 class TestIsolation:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -82,6 +83,19 @@ class TestMemories:
         assert [m.content for m in page.data] == ["Ana runs"]
         assert page.next_cursor is None
         assert [m.content for m in await items(client.memories.list(user_id="bo", scope=["user"]))] == ["Bo swims"]
+
+    async def test_a_date_range_in_list_and_search(self, client: Any) -> None:
+        for year in (2021, 2023):
+            await call(
+                client.memories.create(f"Ana ran the Porto marathon in {year}", valid_from=datetime(year, 10, 1))
+            )
+        spring = {"since": datetime(2022, 1, 1, tzinfo=UTC), "until": datetime(2024, 1, 1, tzinfo=UTC)}
+
+        assert [m.content for m in await items(client.memories.list(**spring))] == [
+            "Ana ran the Porto marathon in 2023"
+        ]
+        found = await call(client.search("Porto marathon", filters=spring))
+        assert [r.memory.content for r in found.results] == ["Ana ran the Porto marathon in 2023"]
 
     async def test_promote_and_archive(self, client: Any) -> None:
         m = await call(client.memories.create("Maybe Ana likes jazz", state="tentative"))

@@ -61,6 +61,8 @@ class MemoryFilters(Params):
     scopes: list[ScopeLevel] | None = None
     knowledge_at: datetime | None = None
     valid_at: datetime | None = None
+    since: datetime | None = None
+    until: datetime | None = None
     include_archived: bool | None = None
 
 

@@ -67,6 +67,8 @@ class _Terms:
     agent_id: Any = None
     scopes: Any = None
     metadata: Any = None
+    since: Any = None
+    until: Any = None
 
 
 def _states(f: MemoryFilters) -> list[str]:
@@ -90,6 +92,8 @@ def _values(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters) -> 
         "agent_id": f.agent_id,
         "scopes": [s.value for s in f.scopes] if f.scopes else None,
         "metadata": f.metadata or None,
+        "since": f.since,
+        "until": f.until,
     }
 
 
@@ -143,6 +147,13 @@ def _fields(t: _Terms) -> list[ColumnElement[bool]]:
         conds.append(Memory.scope.in_(t.scopes))
     if t.metadata is not None:
         conds.append(Memory.metadata_.contains(t.metadata))
+    # A date range picks among the memories a reader sees; it does not change which of two with
+    # the same key that reader sees (the shadowing test below leaves it out).
+    dated = func.coalesce(Memory.valid_from, Memory.created_at)
+    if t.since is not None:
+        conds.append(dated >= t.since)
+    if t.until is not None:
+        conds.append(dated < t.until)
     return conds
 
 

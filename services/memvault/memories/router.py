@@ -68,6 +68,10 @@ async def list_memories(
     scope: Annotated[list[ScopeLevel] | None, Query(description="Scope levels to include; default all.")] = None,
     knowledge_at: Annotated[datetime | None, Query(description="What we knew at this time.")] = None,
     valid_at: Annotated[datetime | None, Query(description="What was true in the world at this time.")] = None,
+    since: Annotated[
+        datetime | None, Query(description="Memories dated at or after this time (`valid_from`, else stored).")
+    ] = None,
+    until: Annotated[datetime | None, Query(description="Memories dated before this time.")] = None,
     include_archived: bool = False,
     metadata: Annotated[
         str | None, Query(description='JSON object; memories whose metadata contains it, e.g. {"project":"x"}.')
@@ -90,6 +94,8 @@ async def list_memories(
             scopes=scope,
             knowledge_at=knowledge_at,
             valid_at=valid_at,
+            since=since,
+            until=until,
             include_archived=include_archived,
         )
     except ValidationError as exc:

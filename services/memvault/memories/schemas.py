@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 MAX_METADATA_BYTES = 16_384
 MAX_METADATA_DEPTH = 32
@@ -266,7 +266,21 @@ class MemoryFilters(BaseModel):
         default=None, description="What we knew at this time: memories recorded by then and not yet superseded."
     )
     valid_at: Timestamp = Field(default=None, description="What was true in the world at this time (valid time).")
+    since: Timestamp = Field(
+        default=None,
+        description="Memories dated at or after this time. A memory's date is its `valid_from`, else when it "
+        "was stored: the date its recency and the context block go by.",
+    )
+    until: Timestamp = Field(default=None, description="Memories dated before this time (see `since`).")
     include_archived: bool = Field(default=False, description="Also return archived memories.")
+
+    @field_validator("until")
+    @classmethod
+    def _after_since(cls, v: datetime | None, info: ValidationInfo) -> datetime | None:
+        since = info.data.get("since")
+        if v is not None and since is not None and v <= since:
+            raise ValueError("must be after since")
+        return v
 
 
 class MemoryPage(BaseModel):

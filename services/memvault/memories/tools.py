@@ -102,8 +102,9 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
             "Find stored memories by meaning and by exact words, ranked. Use it when you need something specific "
             "(`what does Ana eat?`) or when memory_get_context was not specific enough. Pass user_id/session_id "
             "to read as that user/session (their own memories plus shared ones). `knowledge_at` searches what "
-            "was known at a past time; `valid_at` what was true then. Results carry `score` and "
-            "`semantic_relevance` (cosine, 0..1); `min_score` drops weakly related ones."
+            "was known at a past time; `valid_at` what was true then; `since`/`until` keep memories dated in a "
+            "range. Results carry `score` and `semantic_relevance` (cosine, 0..1); `min_score` drops weakly "
+            "related ones."
         ),
     )
     async def memory_search(
@@ -116,6 +117,11 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         types: Annotated[list[MemoryType] | None, Field(description="Only these memory types.")] = None,
         knowledge_at: Annotated[datetime | None, Field(description="Search what was known at this time.")] = None,
         valid_at: Annotated[datetime | None, Field(description="Search what was true at this time.")] = None,
+        since: Annotated[
+            datetime | None,
+            Field(description="Only memories dated at or after this time (their valid_from, else when stored)."),
+        ] = None,
+        until: Annotated[datetime | None, Field(description="Only memories dated before this time.")] = None,
         min_score: Annotated[float | None, Field(ge=-1, le=1)] = None,
         include_archived: bool = False,
         neighbours: Annotated[
@@ -154,6 +160,8 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
                     type=types,
                     knowledge_at=knowledge_at,
                     valid_at=valid_at,
+                    since=since,
+                    until=until,
                     include_archived=include_archived,
                 ),
             )
