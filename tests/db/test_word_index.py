@@ -24,6 +24,8 @@ from tests.db.conftest import scalar, set_tenant
 # The keyed functions the search calls (migration 0016): each row's tenant, id and score.
 BEST = "SELECT tenant_id, id, score FROM memvault_word_best_keyed(%s, %s, %s, %s::tsquery[], %s, %s, %s)"
 TOP = "SELECT tenant_id, id, score FROM memvault_word_top_keyed(%s, %s::tsquery, %s::tsquery[], %s, %s, true, %s)"
+# Every match's key, for a search whose filters reject most of the best ones (migration 0017).
+MATCHES = "SELECT tenant_id, id FROM memvault_word_matches_keyed(%s, %s)"
 
 
 async def terms(owner: psycopg.AsyncConnection, memory_id: uuid.UUID) -> dict[str, tuple[uuid.UUID, int]]:
@@ -188,6 +190,56 @@ class TestWordBest:
 
         assert len(own) == 1 and own == top and own[0][0] == tenant_a.id
         assert other == [] and nobody == []
+
+    async def test_matches_answer_only_for_the_current_tenant(
+        self,
+        api: NamespaceAPI,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+        tenant_b: Tenant,
+    ) -> None:
+        mine = {}
+        for tenant in (tenant_a, tenant_b):
+            m = await api.store(tenant.principal, tenant.namespace, MemoryIn(content=f"{tenant.name} lives in Oslo"))
+            mine[tenant.id] = m.id
+        ns_a, ns_b = await namespace_id(owner_conn, tenant_a), await namespace_id(owner_conn, tenant_b)
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            own = await (await app_conn.execute(MATCHES, (ns_a, ["oslo"]))).fetchall()
+            other = await (await app_conn.execute(MATCHES, (ns_b, ["oslo"]))).fetchall()
+        async with app_conn.transaction():
+            nobody = await (await app_conn.execute(MATCHES, (ns_a, ["oslo"]))).fetchall()
+
+        assert own == [(tenant_a.id, mine[tenant_a.id])]
+        assert other == [] and nobody == []
+
+    async def test_matches_are_what_best_reads_without_a_limit(
+        self,
+        api: NamespaceAPI,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+    ) -> None:
+        rng = random.Random(11)
+        vocabulary = ["amber", "basil", "cedar", "dune", "ember", "fjord", "grove", "harbor"]
+        texts = [" ".join(rng.sample(vocabulary, rng.randint(1, 3))) for _ in range(40)]
+        await api.store_many(tenant_a.principal, tenant_a.namespace, [MemoryIn(content=t) for t in texts])
+        await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content="amber and basil", key="colours"))
+        await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content="cedar instead", key="colours"))
+        ns = await namespace_id(owner_conn, tenant_a)
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            for picking in (["amber"], ["basil", "cedar"], ["dune", "ember", "fjord", "grove"]):
+                each = [tsquery_text(w) for w in picking]
+                best = await (
+                    await app_conn.execute(BEST, (ns, picking, picking, each, [1.0] * len(picking), 3.0, None))
+                ).fetchall()
+                matches = await (await app_conn.execute(MATCHES, (ns, picking))).fetchall()
+
+                # Live memories only: the superseded "amber and basil" is in neither.
+                assert matches and sorted(matches) == sorted((tenant, i) for tenant, i, _ in best)
+                assert len(matches) == len(set(matches))
 
     async def test_the_previous_releases_functions_still_answer(
         self,

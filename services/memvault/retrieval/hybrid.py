@@ -481,6 +481,31 @@ def _statement(shape: _Shape) -> _Statement:
                 .limit(_P.candidates)
             )
 
+        def every_live_match() -> Any:
+            # Each match's row read once, to check it; only those that pass are scored, with the
+            # same scores memvault_word_best gives (migration 0017): a filter that keeps few of
+            # many matches no longer reads each row twice.
+            found = (
+                func.memvault_word_matches_keyed(namespace_id, _P.picking_words)
+                .table_valued("tenant_id", "id")
+                .render_derived(name="word_all")
+            )
+            row = _by_key(found.c.tenant_id, found.c.id, [Memory.id], where, "word_all_row")
+            passing = select(found.c.tenant_id, found.c.id).select_from(found).join(row, true()).cte("passing")
+            scored = (
+                func.memvault_word_scores(
+                    select(func.array_agg(passing.c.id)).scalar_subquery(), lexemes, _P.idf, _P.avg_len
+                )
+                .table_valued("id", "score")
+                .render_derived(name="passing_scores")
+            )
+            return (
+                select(passing.c.tenant_id, passing.c.id, scored.c.score.label("lex_score"))
+                .join(scored, scored.c.id == passing.c.id)
+                .order_by(scored.c.score.desc(), passing.c.id)
+                .limit(_P.candidates)
+            )
+
         # First the best `prefetch` matches. They hold the best candidates of every match unless
         # the read conditions (filters, a narrower memory of the same key) left fewer than asked
         # of a list that was cut short: only then are all matches read.
@@ -490,7 +515,9 @@ def _statement(shape: _Shape) -> _Statement:
             select(func.count()).select_from(first).scalar_subquery() < _P.candidates,
             select(func.count()).select_from(prefetched).scalar_subquery() >= _P.prefetch,
         )
-        every = best(matched(cast(literal(None), Integer), "word_all")).where(short)
+        every = (every_live_match() if shape.live else best(matched(cast(literal(None), Integer), "word_all"))).where(
+            short
+        )
         lex_inner = union_all(select(first.c.tenant_id, first.c.id, first.c.lex_score).where(~short), every).subquery(
             "lex_inner"
         )
