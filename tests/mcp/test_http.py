@@ -137,6 +137,8 @@ class TestFlow:
                 until="2026-05-03T00:00:00Z",
             )
             assert [r["memory"]["content"] for r in dated["results"]] == [turns[1]]
+            later = await call(s, "memory_list", session_id="plan", since="2026-05-02T00:00:00Z")
+            assert [m["content"] for m in later["data"]] == [turns[2], turns[1]]
             bad = await fails(s, "memory_search", query="x", since="2026-05-02T00:00:00Z", until="2026-05-01T00:00:00Z")
             assert bad.startswith("validation_error")
 

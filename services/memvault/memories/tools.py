@@ -290,6 +290,11 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         session_id: SessionId = None,
         types: list[MemoryType] | None = None,
         states: list[MemoryState] | None = None,
+        since: Annotated[
+            datetime | None,
+            Field(description="Only memories dated at or after this time (their valid_from, else when stored)."),
+        ] = None,
+        until: Annotated[datetime | None, Field(description="Only memories dated before this time.")] = None,
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
         cursor: str | None = None,
         namespace: Namespace = None,
@@ -297,7 +302,9 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         p = rt.principal(ctx)
 
         async def run() -> MemoryPage:
-            filters = MemoryFilters(user_id=user_id, session_id=session_id, type=types, state=states)
+            filters = MemoryFilters(
+                user_id=user_id, session_id=session_id, type=types, state=states, since=since, until=until
+            )
             return await rt.api().list_memories(p, rt.namespace(p, namespace), filters, limit=limit, cursor=cursor)
 
         return await rt.call(run)
