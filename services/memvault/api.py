@@ -8,6 +8,7 @@ changes, and returns API schemas. Nothing else opens tenant transactions.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 import uuid
@@ -44,7 +45,7 @@ from memvault.oauth.service import OAuthOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import OPERATOR, Principal
 from memvault.retrieval.context import ContextIn, ContextOut, pack
-from memvault.retrieval.cues import analyse
+from memvault.retrieval.cues import QueryCues, analyse
 from memvault.retrieval.hybrid import (
     Hit,
     NamedEntities,
@@ -54,6 +55,7 @@ from memvault.retrieval.hybrid import (
     search_preamble,
     search_settings,
 )
+from memvault.retrieval.lexical import TermStats
 from memvault.retrieval.schemas import (
     DEFAULT_FUSION,
     ChannelSignal,
@@ -489,6 +491,46 @@ class NamespaceAPI(
                 stages=second.stages,
             ),
         )
+
+    async def warm_search(self) -> int:
+        """Build, compile and run once each statement a default search can take (an intent, named
+        entities, each kind of time cue, query words the namespace has: there or not), in a
+        transaction no row is visible to: otherwise a process's first search of each kind pays
+        25-40 ms of Python for it (docs/benchmarks.md). Returns how many ran; never raises."""
+        now = datetime.now(UTC)
+        times: list[QueryCues] = [
+            QueryCues(),
+            QueryCues(window=(now - timedelta(days=1), now)),
+            QueryCues(order="newest"),
+            QueryCues(order="oldest"),
+        ]
+        ran = 0
+        try:
+            async with self._db.tenant_tx(uuid.uuid4(), settings=search_settings(None, 50)) as tx:
+                for rare, intent, graph, time_cue in itertools.product(
+                    (True, False), (None, "preference"), (False, True), times
+                ):
+                    await hybrid_search(
+                        tx.session,
+                        tenant_id=tx.tenant_id,
+                        namespace_id=uuid.uuid4(),
+                        query="warm",
+                        query_vector=[0.0] * self._embedder.dim,
+                        model_id=self._embedder.model_id,
+                        filters=None,
+                        limit=10,
+                        candidates=50,
+                        weights=SearchIn(query="warm").effective_weights(),
+                        fusion=DEFAULT_FUSION,
+                        cues=QueryCues(intent=intent, order=time_cue.order, window=time_cue.window),
+                        entities=NamedEntities(named=(uuid.uuid4(),), names=("warm",)) if graph else None,
+                        terms=TermStats(n=1, avg_len=1.0, df={"warm": 1 if rare else 0}),
+                        settings_set=True,
+                    )
+                    ran += 1
+        except Exception:
+            log.warning("could not prepare the search statements; each is built at its first search", exc_info=True)
+        return ran
 
     async def _neighbours(
         self, tx: TenantTx, namespace_id: uuid.UUID, req: SearchIn, hits: list[Hit]

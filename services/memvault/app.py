@@ -91,6 +91,7 @@ def create_app(
         ticks: asyncio.Task[None] | None = None
         if not settings.redis_url and settings.scheduler_interval_s > 0:
             ticks = asyncio.create_task(run_in_process(app.state.api, settings.scheduler_interval_s))
+        await app.state.api.warm_search()
         # Everything loaded so far (modules, the models, the app) lives as long as the process:
         # frozen out of the collector's reach, it is no longer scanned by each full collection,
         # which took up to 450 ms of a search at 700,000 objects (docs/benchmarks.md).
