@@ -498,16 +498,12 @@ class NamespaceAPI(
         transaction no row is visible to: otherwise a process's first search of each kind pays
         25-40 ms of Python for it (docs/benchmarks.md). Returns how many ran; never raises."""
         now = datetime.now(UTC)
-        times: list[QueryCues] = [
-            QueryCues(),
-            QueryCues(window=(now - timedelta(days=1), now)),
-            QueryCues(order="newest"),
-            QueryCues(order="oldest"),
-        ]
+        # (order, window): no time cue, a window ("in March"), the newest, the oldest.
+        times = [(None, None), (None, (now - timedelta(days=1), now)), ("newest", None), ("oldest", None)]
         ran = 0
         try:
             async with self._db.tenant_tx(uuid.uuid4(), settings=search_settings(None, 50)) as tx:
-                for rare, intent, graph, time_cue in itertools.product(
+                for rare, intent, graph, (order, window) in itertools.product(
                     (True, False), (None, "preference"), (False, True), times
                 ):
                     await hybrid_search(
@@ -522,7 +518,7 @@ class NamespaceAPI(
                         candidates=50,
                         weights=SearchIn(query="warm").effective_weights(),
                         fusion=DEFAULT_FUSION,
-                        cues=QueryCues(intent=intent, order=time_cue.order, window=time_cue.window),
+                        cues=QueryCues(intent=intent, order=order, window=window),
                         entities=NamedEntities(named=(uuid.uuid4(),), names=("warm",)) if graph else None,
                         terms=TermStats(n=1, avg_len=1.0, df={"warm": 1 if rare else 0}),
                         settings_set=True,

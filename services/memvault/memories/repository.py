@@ -136,6 +136,12 @@ def _time(m: Any, t: _Terms) -> list[ColumnElement[bool]]:
     return conds
 
 
+def date_of(m: Any) -> Any:
+    """A memory's date: its ``valid_from``, else when it was stored. Date ranges, recency, time
+    cues and session order all go by it (and the session index, migration 0009, holds it)."""
+    return func.coalesce(m.valid_from, m.created_at)
+
+
 def _fields(t: _Terms) -> list[ColumnElement[bool]]:
     """Field filters shared by list and search (owner fields act through the scope chain)."""
     conds: list[ColumnElement[bool]] = [Memory.state.in_(t.states)]
@@ -149,11 +155,10 @@ def _fields(t: _Terms) -> list[ColumnElement[bool]]:
         conds.append(Memory.metadata_.contains(t.metadata))
     # A date range picks among the memories a reader sees; it does not change which of two with
     # the same key that reader sees (the shadowing test below leaves it out).
-    dated = func.coalesce(Memory.valid_from, Memory.created_at)
     if t.since is not None:
-        conds.append(dated >= t.since)
+        conds.append(date_of(Memory) >= t.since)
     if t.until is not None:
-        conds.append(dated < t.until)
+        conds.append(date_of(Memory) < t.until)
     return conds
 
 

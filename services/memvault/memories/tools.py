@@ -34,6 +34,11 @@ Namespace = Annotated[
 UserId = Annotated[str | None, Field(description="The user this concerns (their memories are private to them).")]
 SessionId = Annotated[str | None, Field(description="The conversation/session this concerns.")]
 MemoryId = Annotated[uuid.UUID, Field(description="A memory id, as returned by memory_store or memory_search.")]
+Since = Annotated[
+    datetime | None,
+    Field(description="Only memories dated at or after this time (their valid_from, else when stored)."),
+]
+Until = Annotated[datetime | None, Field(description="Only memories dated before this time.")]
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -117,11 +122,8 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         types: Annotated[list[MemoryType] | None, Field(description="Only these memory types.")] = None,
         knowledge_at: Annotated[datetime | None, Field(description="Search what was known at this time.")] = None,
         valid_at: Annotated[datetime | None, Field(description="Search what was true at this time.")] = None,
-        since: Annotated[
-            datetime | None,
-            Field(description="Only memories dated at or after this time (their valid_from, else when stored)."),
-        ] = None,
-        until: Annotated[datetime | None, Field(description="Only memories dated before this time.")] = None,
+        since: Since = None,
+        until: Until = None,
         min_score: Annotated[float | None, Field(ge=-1, le=1)] = None,
         include_archived: bool = False,
         neighbours: Annotated[
@@ -290,11 +292,8 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         session_id: SessionId = None,
         types: list[MemoryType] | None = None,
         states: list[MemoryState] | None = None,
-        since: Annotated[
-            datetime | None,
-            Field(description="Only memories dated at or after this time (their valid_from, else when stored)."),
-        ] = None,
-        until: Annotated[datetime | None, Field(description="Only memories dated before this time.")] = None,
+        since: Since = None,
+        until: Until = None,
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
         cursor: str | None = None,
         namespace: Namespace = None,

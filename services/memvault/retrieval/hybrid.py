@@ -147,7 +147,7 @@ def search_settings(filters: MemoryFilters | None, candidates: int) -> dict[str,
 def session_order(model: Any) -> tuple[Any, Any]:
     """A memory's place in its session: valid time, then insertion order (the last two columns of
     the session index, migration 0009)."""
-    return func.coalesce(model.valid_from, model.created_at), model.seq
+    return memories_repo.date_of(model), model.seq
 
 
 def _dense_inner(model: Any, where: list[Any], query_vector: Any, model_id: Any, candidates: Any) -> Any:
@@ -606,7 +606,7 @@ def _statement(shape: _Shape) -> _Statement:
         own_lex = func.nullif(func.ts_rank_cd(Memory.tsv, lexical_query(_P.query_text)), 0.0)
 
     # ---- signals on the candidates ----
-    at = func.coalesce(Memory.valid_from, Memory.created_at)
+    at = memories_repo.date_of(Memory)
     epoch = func.extract("epoch", _P.ref - at)
     recency = _decay(epoch, _P.half_life_s)
     importance = Memory.importance * Memory.confidence
