@@ -3,7 +3,7 @@ plus generated filler, on the embedded PostgreSQL and the local MiniLM; one clie
 
     HF_HUB_OFFLINE=1 .venv/bin/python loadtests/quality/latency.py [--memories 100000]
         [--conversation conv-42] [--queries 600] [--weights JSON] [--extra JSON] [--settings JSON] [--out PATH]
-        [--keep DIR]
+        [--keep DIR] [--users N]
 
 Embedding 100,000 texts with MiniLM runs at 90-170 texts/s here (10-20 minutes), so the filler is
 made from real text without embedding each row:
@@ -20,6 +20,10 @@ made from real text without embedding each row:
   ef_construction=64; gin on tsv), then VACUUM ANALYZE (the word index, memory_terms, is filled
   by its trigger during the COPY); the conversation is then stored through
   the facade, so its rows enter the built graph as production writes do.
+
+With ``--users N`` the namespace is one that N users share: each filler row is one user's own
+(user scope, round robin), the conversation is one more user's, and every search reads as that
+user (``filters.user_id``), as an application serving many users of one namespace does.
 
 Then a warm-up, and the timed searches, one at a time: the conversation's own questions first,
 then other conversations' questions (all go to this namespace), once with the query embedding
@@ -51,6 +55,11 @@ from protocol import memories_of, questions_of, recall_at, reference_time
 # Indexes that a bulk load rebuilds rather than maintains row by row.
 BULK_INDEXES = ("ix_memories_embedding", "ix_memories_tsv")
 FILLER_TYPES = (("event", 0.6), ("fact", 0.25), ("preference", 0.1), ("note", 0.05))
+
+
+def owner_of(conv: dict[str, Any]) -> str:
+    """The user a conversation belongs to when the namespace is shared by users (``--users``)."""
+    return f"{conv['sample_id']}-owner"
 
 
 def pool_of(data: list[dict[str, Any]], skip: str) -> list[str]:
@@ -91,9 +100,11 @@ def bulk_insert(
     model_id: str,
     span: tuple[datetime, datetime],
     rng: random.Random,
+    users: int = 0,
 ) -> dict[str, float]:
-    """COPY the filler in with the bulk indexes dropped, re-create them as defined, VACUUM ANALYZE.
-    Returns the seconds of each step."""
+    """COPY the filler in with the bulk indexes dropped, re-create them as defined, VACUUM ANALYZE;
+    with ``users``, row k is user ``filler-user-{k % users}``'s own (user scope). Returns the
+    seconds of each step."""
     import psycopg
     from pgvector.psycopg import register_vector
     from psycopg.types.json import Jsonb
@@ -116,10 +127,10 @@ def bulk_insert(
             conn.execute(f"DROP INDEX {name}")
         t0 = time.perf_counter()
         columns = (
-            "tenant_id, id, namespace_id, type, content, scope, session_id, metadata, valid_from, "
+            "tenant_id, id, namespace_id, type, content, scope, user_id, session_id, metadata, valid_from, "
             "embedding, embedding_model, content_hash, created_by"
         )
-        types = ["uuid", "uuid", "uuid", "text", "text", "text", "text", "jsonb", "timestamptz"]
+        types = ["uuid", "uuid", "uuid", "text", "text", "text", "text", "text", "jsonb", "timestamptz"]
         types += ["vector", "text", "text", "text"]
         with conn.cursor() as cur, cur.copy(f"COPY memories ({columns}) FROM STDIN WITH (FORMAT BINARY)") as copy:
             copy.set_types(types)
@@ -132,7 +143,8 @@ def bulk_insert(
                         namespace_id,
                         rng.choices(kinds, shares)[0],
                         text,
-                        "namespace",
+                        "user" if users else "namespace",
+                        f"filler-user-{k % users}" if users else None,
                         f"filler-{k // 20}",
                         Jsonb({"filler": True}),
                         at,
@@ -201,13 +213,13 @@ async def build_namespace(
     conninfo = urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)
     span = (min(m["valid_from"] for m in memories_of(conv)) - timedelta(days=365), reference_time(conv))
     steps = await asyncio.to_thread(
-        bulk_insert, conninfo, p.tenant_id, namespace.id, texts, vectors, embedder.model_id, span, rng
+        bulk_insert, conninfo, p.tenant_id, namespace.id, texts, vectors, embedder.model_id, span, rng, args.users
     )
     build.update({f"{k} (filler)" if k == "copy" else k: v for k, v in steps.items()})
     del texts, vectors
 
     t0 = time.perf_counter()
-    await ingest(api, p, ns, conv)
+    await ingest(api, p, ns, conv, user_id=owner_of(conv) if args.users else None)
     build[f"store {len(memories_of(conv))} conversation turns through the facade"] = time.perf_counter() - t0
     build["total"] = sum(build.values())
     return build, fidelity
@@ -290,6 +302,13 @@ async def main() -> int:
     parser.add_argument("--weights", default=None, help="SearchIn.weights as JSON")
     parser.add_argument("--extra", default=None, help="other SearchIn fields as JSON")
     parser.add_argument("--settings", default=None, help="server Settings overrides as JSON")
+    parser.add_argument(
+        "--users",
+        type=int,
+        default=0,
+        help="spread the filler over this many users (user scope), store the conversation as one more user's, "
+        "and search as that user (filters.user_id); 0 keeps every row the namespace's",
+    )
     parser.add_argument("--seed", type=int, default=4)
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument(
@@ -319,12 +338,15 @@ async def main() -> int:
     timed = (own + others)[: args.queries]
     warm = others[max(0, args.queries - len(own)) :][: args.warmup]
 
-    request: dict[str, Any] = json.loads(args.extra) if args.extra else {}
+    request: dict[str, Any] = {"filters": {"user_id": owner_of(conv)}} if args.users else {}
+    request.update(json.loads(args.extra) if args.extra else {})
     if args.weights:
         request["weights"] = {**request.get("weights", {}), **json.loads(args.weights)}
     overrides = json.loads(args.settings) if args.settings else {}
 
     built = {"conversation": ns, "memories": args.memories, "seed": args.seed, "noise": args.noise}
+    if args.users:
+        built["users"] = args.users
     state = args.keep / "built.json" if args.keep else None
     reused = None
     if state is not None and state.exists():

@@ -96,9 +96,12 @@ def latency(xs: list[float]) -> dict[str, float]:
     return {"p50": pct(xs, 50), "p95": pct(xs, 95), "p99": pct(xs, 99), "mean": statistics.fmean(xs)}
 
 
-async def ingest(api: Any, p: Any, ns: str, conv: dict[str, Any], batch: int = 500) -> int:
+async def ingest(
+    api: Any, p: Any, ns: str, conv: dict[str, Any], batch: int = 500, *, user_id: str | None = None
+) -> int:
     """One conversation into namespace ``ns`` through the facade: an entity per speaker, then
-    every turn linked to its speaker, in batches (embedding included)."""
+    every turn linked to its speaker, in batches (embedding included). With ``user_id`` the turns
+    are that user's own (user scope) instead of the namespace's."""
     from memvault.entities.schemas import EntityIn
     from memvault.memories.schemas import MemoryIn
 
@@ -106,7 +109,8 @@ async def ingest(api: Any, p: Any, ns: str, conv: dict[str, Any], batch: int = 5
     for name in speakers_of(conv):
         e, _ = await api.upsert_entity(p, ns, EntityIn(name=name, type="person"))
         entity[name] = e.id
-    rows = [MemoryIn(**m, entity_ids=[entity[m["metadata"]["speaker"]]]) for m in memories_of(conv)]
+    owned = {"scope": "user", "user_id": user_id} if user_id else {}
+    rows = [MemoryIn(**{**m, **owned}, entity_ids=[entity[m["metadata"]["speaker"]]]) for m in memories_of(conv)]
     for i in range(0, len(rows), batch):
         await api.store_many(p, ns, rows[i : i + batch])
     return len(rows)

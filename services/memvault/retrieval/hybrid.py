@@ -490,8 +490,12 @@ def _statement(shape: _Shape) -> _Statement:
                 .table_valued("tenant_id", "id")
                 .render_derived(name="word_all")
             )
-            row = _by_key(found.c.tenant_id, found.c.id, [Memory.id], where, "word_all_row")
-            passing = select(found.c.tenant_id, found.c.id).select_from(found).join(row, true()).cte("passing")
+            passing = (
+                select(Memory.tenant_id, Memory.id)
+                .join(found, and_(found.c.tenant_id == Memory.tenant_id, found.c.id == Memory.id))
+                .where(*where, visible)
+                .cte("passing")
+            )
             scored = (
                 func.memvault_word_scores(
                     select(func.array_agg(passing.c.id)).scalar_subquery(), lexemes, _P.idf, _P.avg_len
