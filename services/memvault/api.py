@@ -494,36 +494,39 @@ class NamespaceAPI(
 
     async def warm_search(self) -> int:
         """Build, compile and run once each statement a default search can take (an intent, named
-        entities, each kind of time cue, query words the namespace has: there or not), in a
-        transaction no row is visible to: otherwise a process's first search of each kind pays
-        25-40 ms of Python for it (docs/benchmarks.md). Returns how many ran; never raises."""
+        entities, each kind of time cue, query words the namespace has: there or not), unfiltered
+        and reading as a user, in a transaction no row is visible to: otherwise a process's first
+        search of each kind pays 25-40 ms of Python for it (docs/benchmarks.md). Returns how many
+        ran; never raises."""
         now = datetime.now(UTC)
         # (order, window): no time cue, a window ("in March"), the newest, the oldest.
         times = [(None, None), (None, (now - timedelta(days=1), now)), ("newest", None), ("oldest", None)]
         ran = 0
         try:
-            async with self._db.tenant_tx(uuid.uuid4(), settings=search_settings(None, 50)) as tx:
-                for rare, intent, graph, (order, window) in itertools.product(
-                    (True, False), (None, "preference"), (False, True), times
-                ):
-                    await hybrid_search(
-                        tx.session,
-                        tenant_id=tx.tenant_id,
-                        namespace_id=uuid.uuid4(),
-                        query="warm",
-                        query_vector=[0.0] * self._embedder.dim,
-                        model_id=self._embedder.model_id,
-                        filters=None,
-                        limit=10,
-                        candidates=50,
-                        weights=SearchIn(query="warm").effective_weights(),
-                        fusion=DEFAULT_FUSION,
-                        cues=QueryCues(intent=intent, order=order, window=window),
-                        entities=NamedEntities(named=(uuid.uuid4(),), names=("warm",)) if graph else None,
-                        terms=TermStats(n=1, avg_len=1.0, df={"warm": 1 if rare else 0}),
-                        settings_set=True,
-                    )
-                    ran += 1
+            # Reading as a user is how an application serving many users searches: every call.
+            for filters in (None, MemoryFilters(user_id="warm")):
+                async with self._db.tenant_tx(uuid.uuid4(), settings=search_settings(filters, 50)) as tx:
+                    for rare, intent, graph, (order, window) in itertools.product(
+                        (True, False), (None, "preference"), (False, True), times
+                    ):
+                        await hybrid_search(
+                            tx.session,
+                            tenant_id=tx.tenant_id,
+                            namespace_id=uuid.uuid4(),
+                            query="warm",
+                            query_vector=[0.0] * self._embedder.dim,
+                            model_id=self._embedder.model_id,
+                            filters=filters,
+                            limit=10,
+                            candidates=50,
+                            weights=SearchIn(query="warm").effective_weights(),
+                            fusion=DEFAULT_FUSION,
+                            cues=QueryCues(intent=intent, order=order, window=window),
+                            entities=NamedEntities(named=(uuid.uuid4(),), names=("warm",)) if graph else None,
+                            terms=TermStats(n=1, avg_len=1.0, df={"warm": 1 if rare else 0}),
+                            settings_set=True,
+                        )
+                        ran += 1
         except Exception:
             log.warning("could not prepare the search statements; each is built at its first search", exc_info=True)
         return ran

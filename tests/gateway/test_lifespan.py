@@ -36,19 +36,21 @@ async def test_what_is_loaded_at_start_is_frozen_until_shutdown(
 
 
 async def test_a_first_search_finds_its_statement_ready(api: NamespaceAPI, tenant_a: Tenant) -> None:
-    """Start-up builds each statement a default search can take: a process's first search of
-    each kind would otherwise pay 25-40 ms of Python to build and compile it."""
-    assert await api.warm_search() == 32
+    """Start-up builds each statement a default search can take, unfiltered and reading as a user:
+    a process's first search of each kind would otherwise pay 25-40 ms of Python to build and
+    compile it."""
+    assert await api.warm_search() == 64
     await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content="We decided to ship in March 2024"))
     before = _statement.cache_info()
 
-    for query in [
-        "what did we decide about shipping in March 2024",  # an intent and a window
-        "what is the latest about shipping",  # newest
-        "zzxq qqzz",  # no word the namespace has
+    for query, filters in [
+        ("what did we decide about shipping in March 2024", None),  # an intent and a window
+        ("what is the latest about shipping", None),  # newest
+        ("zzxq qqzz", None),  # no word the namespace has
+        ("what did we decide about shipping", {"user_id": "ada"}),  # an intent, as a user
     ]:
-        await api.search(tenant_a.principal, tenant_a.namespace, SearchIn(query=query))
+        await api.search(tenant_a.principal, tenant_a.namespace, SearchIn(query=query, filters=filters))
 
     after = _statement.cache_info()
     assert after.misses == before.misses
-    assert after.hits == before.hits + 3
+    assert after.hits == before.hits + 4
