@@ -69,3 +69,8 @@ class Unavailable(MemvaultError):
     status = 503
     code = "unavailable"
     title = "Service unavailable"
+
+
+class NotReady(Unavailable):
+    code = "not_ready"
+    title = "Not ready"

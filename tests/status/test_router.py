@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import httpx
+from sqlalchemy.engine import URL
 
 from memvault import __version__
 from memvault.api import NamespaceAPI
@@ -39,12 +42,115 @@ async def app_client(
             yield c
 
 
+class Relay:
+    """A TCP relay on loopback to the PostgreSQL of ``target`` (its host and port, or the socket
+    folder in its ``host`` query), which ``cut`` closes with every connection through it."""
+
+    def __init__(self, target: URL) -> None:
+        self._target = target
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def __aenter__(self) -> Relay:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.cut()
+
+    def url(self, url: URL) -> URL:
+        assert self._server is not None
+        port = self._server.sockets[0].getsockname()[1]
+        query = {k: v for k, v in url.query.items() if k != "host"}
+        return url.set(host="127.0.0.1", port=port, query=query)
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        t = self._target
+        if t.host:
+            return await asyncio.open_connection(t.host, t.port or 5432)
+        folder = t.query["host"]
+        return await asyncio.open_unix_connection(f"{folder}/.s.PGSQL.{t.port or 5432}")
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await self._open()
+        self._writers |= {writer, up_writer}
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while data := await src.read(65536):
+                    dst.write(data)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    async def cut(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        for w in self._writers:
+            w.close()
+        self._writers.clear()
+
+
 class TestHealthz:
     async def test_answers_ok_without_a_key(self, client: httpx.AsyncClient) -> None:
         r = await client.get("/healthz")
 
         assert r.status_code == 200
         assert r.json() == {"status": "ok"}
+
+
+class TestReadyz:
+    async def test_ready_while_the_database_answers(self, client: httpx.AsyncClient) -> None:
+        r = await client.get("/readyz")
+
+        assert r.status_code == 200, r.text
+        assert r.json() == {
+            "status": "ready",
+            "database": {"ok": True},
+            "redis": {"configured": True, "ok": True},
+        }
+
+    async def test_not_ready_when_the_database_stops_answering(
+        self, settings: Settings, pg_urls: DatabaseUrls, embedder: LocalEmbedder
+    ) -> None:
+        # The app reaches PostgreSQL through a loopback relay the test can cut, as a network
+        # partition or a database failover would.
+        async with Relay(pg_urls.app) as relay:
+            urls = replace(pg_urls, owner=relay.url(pg_urls.owner), app=relay.url(pg_urls.app))
+            application = create_app(settings.model_copy(update={"redis_url": None}), urls=urls, embedder=embedder)
+            async with running(application):
+                transport = httpx.ASGITransport(app=application)
+                async with httpx.AsyncClient(transport=transport, base_url="http://memvault.test") as c:
+                    before = await c.get("/readyz")
+                    await relay.cut()
+                    ready = await c.get("/readyz")
+                    alive = await c.get("/healthz")
+                    status = await c.get("/v1/status")
+
+        assert before.status_code == 200, before.text
+        assert ready.status_code == 503, ready.text
+        assert ready.headers["content-type"].startswith("application/problem+json")
+        body = ready.json()
+        assert body["code"] == "not_ready"
+        assert body["database"] == {"ok": False}
+        # The process itself is alive, and the dashboard says what is wrong.
+        assert alive.status_code == 200
+        assert status.json()["status"] == "degraded"
+        assert status.json()["database"]["ok"] is False
+
+    async def test_a_redis_outage_leaves_the_replica_ready(
+        self, settings: Settings, pg_urls: DatabaseUrls, embedder: LocalEmbedder
+    ) -> None:
+        async with app_client(settings, pg_urls, embedder, redis_url="redis://127.0.0.1:1/0") as c:
+            r = await c.get("/readyz")
+
+        assert r.status_code == 200, r.text
+        assert r.json()["redis"] == {"configured": True, "ok": False}
 
 
 class TestStatusWithoutKey:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -131,9 +132,11 @@ class Database:
         async with self._owner_sessions() as session, session.begin():
             yield session
 
-    async def ping(self) -> bool:
+    async def ping(self, timeout_s: float = 3.0) -> bool:
+        """Whether the database answers within ``timeout_s``: a health check must answer before
+        its prober gives up, also when the database hangs rather than refuses."""
         try:
-            async with self.app_engine.connect() as conn:
+            async with asyncio.timeout(timeout_s), self.app_engine.connect() as conn:
                 await conn.execute(text("SELECT 1"))
             return True
         except Exception:

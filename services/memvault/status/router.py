@@ -4,6 +4,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from memvault.errors import NotReady
 from memvault.gateway.deps import Api, current_principal
 
 router = APIRouter(tags=["status"])
@@ -11,8 +12,21 @@ router = APIRouter(tags=["status"])
 
 @router.get("/healthz", include_in_schema=False)
 async def healthz() -> dict[str, str]:
-    """Liveness: the process answers. Readiness and dependencies are in /v1/status."""
+    """Liveness: the process answers. Readiness is /readyz; dependencies are in /v1/status."""
     return {"status": "ok"}
+
+
+@router.get("/readyz", include_in_schema=False)
+async def readyz(api: Api) -> dict[str, Any]:
+    """Readiness: 200 while the database answers, else 503 (problem JSON, code ``not_ready``), so
+    that a load balancer or orchestrator stops sending traffic to a replica that cannot serve it.
+    Redis is reported, not required: searches and writes go on without it (jobs wait or run in
+    the process), and a Redis outage must not take every replica out of rotation at once."""
+    health = await api.health()
+    redis = {"configured": health.redis is not None, "ok": health.redis}
+    if not health.database:
+        raise NotReady("The database does not answer.", extra={"database": {"ok": False}, "redis": redis})
+    return {"status": "ready", "database": {"ok": True}, "redis": redis}
 
 
 @router.get("/v1/status")
