@@ -25,6 +25,7 @@ MCP_ROUTES = {(method, path) for method in ("GET", "POST", "DELETE") for path in
 # Routes anyone may call. Everything else the app serves must be in REQUIRED_SCOPE.
 PUBLIC = {
     ("GET", "/healthz"),
+    ("GET", "/readyz"),
     ("GET", "/v1/status"),
     ("GET", "/docs"),
     ("GET", "/docs/oauth2-redirect"),
