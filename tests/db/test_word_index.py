@@ -241,45 +241,36 @@ class TestWordBest:
                 assert matches and sorted(matches) == sorted((tenant, i) for tenant, i, _ in best)
                 assert len(matches) == len(set(matches))
 
-    async def test_the_previous_releases_functions_still_answer(
-        self,
-        api: NamespaceAPI,
-        app_conn: psycopg.AsyncConnection,
-        owner_conn: psycopg.AsyncConnection,
-        tenant_a: Tenant,
+    async def test_the_unkeyed_functions_are_gone_and_a_downgrade_makes_them_again(
+        self, pg_urls: DatabaseUrls, owner_conn: psycopg.AsyncConnection
     ) -> None:
-        """Replicas of the release before migration 0016 call memvault_word_best, memvault_word_top
-        and memvault_nearest until they are replaced (docs/scaling.md): at head those still answer
-        as their keyed twins do, without the tenant."""
-        m = await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content="Ana lives in Oslo"))
-        ns = await namespace_id(owner_conn, tenant_a)
-        vector, model = (
-            await (
-                await owner_conn.execute("SELECT embedding::text, embedding_model FROM memories WHERE id = %s", (m.id,))
-            ).fetchall()
-        )[0]
-        args = (["oslo"], ["oslo"], ["oslo"], [2.0], 4.0, 10)
-        old_best = "SELECT id, score FROM memvault_word_best(%s, %s, %s, %s::tsquery[], %s, %s, %s)"
-        old_top = "SELECT id, score FROM memvault_word_top(%s, %s::tsquery, %s::tsquery[], %s, %s, true, %s)"
-        old_nearest = "SELECT id, dist FROM memvault_nearest(%s, %s::vector, %s, 10)"
-        nearest = "SELECT tenant_id, id, dist FROM memvault_nearest_keyed(%s, %s::vector, %s, 10)"
-        async with app_conn.transaction():
-            await set_tenant(app_conn, tenant_a)
-            keyed = {
-                "best": await (await app_conn.execute(BEST, (ns, *args))).fetchall(),
-                "top": await (await app_conn.execute(TOP, (ns, "oslo", ["oslo"], [2.0], 4.0, 10))).fetchall(),
-                "nearest": await (await app_conn.execute(nearest, (ns, vector, model))).fetchall(),
-            }
-            old = {
-                "best": await (await app_conn.execute(old_best, (ns, *args))).fetchall(),
-                "top": await (await app_conn.execute(old_top, (ns, "oslo", ["oslo"], [2.0], 4.0, 10))).fetchall(),
-                "nearest": await (await app_conn.execute(old_nearest, (ns, vector, model))).fetchall(),
-            }
+        """memvault_word_best, memvault_word_top and memvault_nearest served the release before
+        migration 0016 and are dropped by 0019. Its downgrade makes them again from 0016's keyed
+        bodies: they must come back exactly as 0015 left them (definition, grants, row estimate)."""
+        config = migrate.alembic_config(pg_urls.owner, "memvault_app")
+        names = ["memvault_word_best", "memvault_word_top", "memvault_nearest"]
+        defined = (
+            "SELECT p.proname, pg_get_functiondef(p.oid), p.proacl::text, p.prorows FROM pg_proc p "
+            "WHERE p.proname = ANY(%s) AND p.pronamespace = current_schema()::regnamespace ORDER BY 1"
+        )
 
-        assert keyed["best"] and keyed["nearest"]
-        for name, rows in keyed.items():
-            assert {tenant for tenant, _, _ in rows} == {tenant_a.id}
-            assert [(i, v) for _, i, v in rows] == old[name], name
+        async def definitions() -> list[tuple[str, str, str, float]]:
+            return list(await (await owner_conn.execute(defined, (names,))).fetchall())
+
+        at_head = await definitions()
+        try:
+            command.downgrade(config, "0015")
+            as_0015_left_them = await definitions()
+            command.upgrade(config, "head")
+            dropped = await definitions()
+            command.downgrade(config, "0018")
+            made_again = await definitions()
+        finally:
+            command.upgrade(config, "head")
+
+        assert at_head == dropped == []
+        assert [name for name, *_ in as_0015_left_them] == sorted(names)
+        assert made_again == as_0015_left_them
 
     async def test_only_the_triggers_write_the_index(
         self,
