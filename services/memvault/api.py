@@ -44,6 +44,7 @@ from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import OPERATOR, Principal
+from memvault.retrieval.chain import owner_read
 from memvault.retrieval.context import ContextIn, ContextOut, pack
 from memvault.retrieval.cues import QueryCues, analyse
 from memvault.retrieval.hybrid import (
@@ -404,6 +405,13 @@ class NamespaceAPI(
                 if bm25:
                     terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, sorted(lexemes))
                     self._refresh_term_stats(p.tenant_id, namespace.id)
+                # Reading as a user or in a session: how the lexical channel finds the reader's
+                # words depends on how many memories the reader sees (retrieval/chain.py).
+                small_chain = (
+                    bm25
+                    and owner_read(req.filters)
+                    and await self._chains.small(tx.session, p.tenant_id, namespace.id, req.filters)
+                )
                 qvec, embed_ms = await embedding
                 if qvec is None:
                     failures.append("embedding")
@@ -434,6 +442,7 @@ class NamespaceAPI(
                     strength_half_life_days=self._settings.decay_half_life_days,
                     terms=terms,
                     settings_set=True,
+                    small_chain=small_chain,
                 )
                 hits = outcome.hits
                 min_score_applied = req.min_score is not None and qvec is not None
@@ -495,7 +504,8 @@ class NamespaceAPI(
     async def warm_search(self) -> int:
         """Build, compile and run once each statement a default search can take (an intent, named
         entities, each kind of time cue, query words the namespace has: there or not), unfiltered
-        and reading as a user, in a transaction no row is visible to: otherwise a process's first
+        and reading as a user (whose scope chain is small or not), in a transaction no row is
+        visible to: otherwise a process's first
         search of each kind pays 25-40 ms of Python for it (docs/benchmarks.md). Returns how many
         ran; never raises."""
         now = datetime.now(UTC)
@@ -503,8 +513,10 @@ class NamespaceAPI(
         times = [(None, None), (None, (now - timedelta(days=1), now)), ("newest", None), ("oldest", None)]
         ran = 0
         try:
-            # Reading as a user is how an application serving many users searches: every call.
-            for filters in (None, MemoryFilters(user_id="warm")):
+            # Reading as a user is how an application serving many users searches: every call,
+            # with a scope chain small or not (retrieval/chain.py).
+            user = MemoryFilters(user_id="warm")
+            for filters, small_chain in ((None, False), (user, False), (user, True)):
                 async with self._db.tenant_tx(uuid.uuid4(), settings=search_settings(filters, 50)) as tx:
                     for rare, intent, graph, (order, window) in itertools.product(
                         (True, False), (None, "preference"), (False, True), times
@@ -525,6 +537,7 @@ class NamespaceAPI(
                             entities=NamedEntities(named=(uuid.uuid4(),), names=("warm",)) if graph else None,
                             terms=TermStats(n=1, avg_len=1.0, df={"warm": 1 if rare else 0}),
                             settings_set=True,
+                            small_chain=small_chain,
                         )
                         ran += 1
         except Exception:

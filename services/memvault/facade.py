@@ -21,6 +21,7 @@ from memvault.memories.access import AccessLog
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.principal import Principal
+from memvault.retrieval.chain import ReaderChains
 from memvault.retrieval.lexical import TermStatsCache
 from memvault.retrieval.rerank import Reranker
 from memvault.retrieval.rewrite import QueryRewriter
@@ -77,6 +78,8 @@ class FacadeBase:
         self._rewriter = rewriter
         # Word frequencies per namespace for the lexical channel's BM25 (retrieval/lexical.py).
         self._term_stats = TermStatsCache()
+        # Whether each reader's scope chain is small (retrieval/chain.py).
+        self._chains = ReaderChains()
         self._term_refresh: dict[tuple[uuid.UUID, uuid.UUID], asyncio.Task[None]] = {}
         # Searches count accesses without waiting for the write (memories/access.py).
         self._accesses = AccessLog(db, interval_s=settings.access_write_interval_s)

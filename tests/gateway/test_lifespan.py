@@ -39,7 +39,7 @@ async def test_a_first_search_finds_its_statement_ready(api: NamespaceAPI, tenan
     """Start-up builds each statement a default search can take, unfiltered and reading as a user:
     a process's first search of each kind would otherwise pay 25-40 ms of Python to build and
     compile it."""
-    assert await api.warm_search() == 64
+    assert await api.warm_search() == 96
     await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content="We decided to ship in March 2024"))
     before = _statement.cache_info()
 
@@ -47,7 +47,7 @@ async def test_a_first_search_finds_its_statement_ready(api: NamespaceAPI, tenan
         ("what did we decide about shipping in March 2024", None),  # an intent and a window
         ("what is the latest about shipping", None),  # newest
         ("zzxq qqzz", None),  # no word the namespace has
-        ("what did we decide about shipping", {"user_id": "ada"}),  # an intent, as a user
+        ("what did we decide about shipping", {"user_id": "ada"}),  # an intent, as a user (small chain)
     ]:
         await api.search(tenant_a.principal, tenant_a.namespace, SearchIn(query=query, filters=filters))
 

@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import psycopg
+import pytest
 from sqlalchemy import event
 
 from memvault.api import NamespaceAPI
 from memvault.db.urls import DatabaseUrls
+from memvault.retrieval import chain
 from memvault.retrieval.hybrid import search_settings
 from memvault.retrieval.schemas import SearchIn
 from tests.conftest import Tenant
@@ -58,7 +60,7 @@ async def explained_search(api: NamespaceAPI, tenant: Tenant, body: SearchIn) ->
     statements: list[tuple[str, Any]] = []
 
     def capture(_conn: Any, _cursor: Any, statement: str, params: Any, _context: Any, _many: bool) -> None:
-        if "memvault_word_best" in statement:
+        if "lex_inner" in statement:  # the search's statement
             statements.append((statement, params))
 
     engine = api._db.app_engine.sync_engine
@@ -107,16 +109,10 @@ async def test_a_search_reads_its_candidates_by_key_not_the_whole_tenant(
     assert probes - found < probes / 10
 
 
-async def test_a_user_search_reads_the_users_memories_not_every_users(
-    api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant
-) -> None:
-    """A namespace shared by 30 users, and a reader with 80 memories of their own beside 20 shared
-    ones. Reading as that user, a search ranks the reader's rows it can see, found by index, where
-    the vector index was walked past the other users' memories until 50 of the reader's passed,
-    and every word match of the namespace was read by key to find the reader's (migration 0018,
-    retrieval/hybrid.py)."""
-    p, ns = tenant_a.principal, tenant_a.namespace
-    namespace = await api.get_namespace(p, ns)
+async def shared_by_users(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant: Tenant) -> None:
+    """A namespace shared by 30 users (3,000 memories), and a reader with 80 memories of their own
+    beside 20 shared ones, each memory with two of ten words and a vector."""
+    namespace = await api.get_namespace(tenant.principal, tenant.namespace)
     insert = (
         "INSERT INTO memories (tenant_id, namespace_id, type, content, scope, user_id, content_hash, created_by, "
         "embedding, embedding_model) "
@@ -125,7 +121,7 @@ async def test_a_user_search_reads_the_users_memories_not_every_users(
         "(SELECT array_agg(sin(g * d)) FROM generate_series(1, 384) AS d)::vector, %s "
         "FROM generate_series(%s::int, %s::int) AS g"
     )
-    common = (tenant_a.id, namespace.id, WORDS, WORDS)
+    common = (tenant.id, namespace.id, WORDS, WORDS)
     model = api._embedder.model_id
     async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as owner:
         others = insert.format(user="'user-' || g %% 30")
@@ -136,15 +132,53 @@ async def test_a_user_search_reads_the_users_memories_not_every_users(
         await owner.execute(shared, (*common, "namespace", "s", model, MEMORIES + 81, MEMORIES + 100))
         await owner.execute("ANALYZE memories, memory_terms")
 
+
+def functions_run(plan: dict[str, Any]) -> set[str]:
+    return {n["Function Name"] for n in nodes(plan) if n.get("Function Name") and n.get("Actual Loops", 0) > 0}
+
+
+async def test_a_user_search_reads_the_users_memories_not_every_users(
+    api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant
+) -> None:
+    """Reading as that user, a search ranks the rows the reader can see, found by index: their
+    vectors exactly (where the vector index was walked past the other users' memories until 50 of
+    the reader's passed, migration 0018), and their words scored row by row (where the word
+    channel read the namespace's best matches, most of them other users', retrieval/chain.py)."""
+    await shared_by_users(api, pg_urls, tenant_a)
+
     body = SearchIn(query="the lantern by the orchard", limit=10, filters={"user_id": "reader"})
     out, plan = await explained_search(api, tenant_a, body)
     assert len(out.results) == 10
     assert {(r.memory.scope, r.memory.user_id) for r in out.results} <= {("user", "reader"), ("namespace", None)}
     # Every one of the reader's 100 visible memories has a vector: the channel is full.
     assert out.metrics.candidates["dense"] == 50
-    assert out.metrics.candidates["lexical"] > 0
+    # Each of those that holds "lantern" or "orchard", and no other.
+    holding = sum(
+        1 for g in range(MEMORIES + 1, MEMORIES + 101) if {WORDS[g % 10], WORDS[g // 10 % 10]} & {"lantern", "orchard"}
+    )
+    assert out.metrics.candidates["lexical"] == min(holding, 50)
+    assert "memvault_word_best_keyed" not in functions_run(plan)
 
-    # The reader's 100 rows (twice: once per channel), the word channel's best matches of the
-    # namespace checked by key, the hits and their neighbours: well under the 3,100 rows.
+    # The reader's 100 rows (once per channel), the hits and their neighbours: well under the
+    # 3,100 rows.
     read = rows_read(plan, "memories")
-    assert read < MEMORIES / 4, read
+    assert read < MEMORIES / 8, read
+
+
+async def test_a_user_with_a_large_chain_finds_the_same_by_the_namespaces_best_matches(
+    api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the small-chain limit, the word channel reads the namespace's best matches first and
+    keeps the reader's: the same candidates, so the same results, as scoring the reader's rows."""
+    await shared_by_users(api, pg_urls, tenant_a)
+    body = SearchIn(query="the lantern by the orchard", limit=10, filters={"user_id": "reader"})
+    small, small_plan = await explained_search(api, tenant_a, body)
+
+    monkeypatch.setattr(chain, "SMALL_CHAIN", 50)  # the reader sees 100
+    api._chains = chain.ReaderChains()
+    large, large_plan = await explained_search(api, tenant_a, body)
+
+    assert "memvault_word_best_keyed" not in functions_run(small_plan)
+    assert "memvault_word_best_keyed" in functions_run(large_plan)
+    assert small.metrics.candidates == large.metrics.candidates
+    assert [(r.memory.id, r.score) for r in large.results] == [(r.memory.id, r.score) for r in small.results]

@@ -53,6 +53,7 @@ from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 from memvault.namespaces.models import Namespace
 from memvault.principal import SYSTEM_TENANT_ID
+from memvault.retrieval.chain import owner_read
 from memvault.retrieval.cues import QueryCues
 from memvault.retrieval.lexical import TermStats, lexemes_of, tsquery_text
 from memvault.retrieval.schemas import CHANNELS
@@ -371,6 +372,7 @@ class _Shape:
     nearest: bool  # the nearest vectors come from memvault_nearest_keyed (see plan_cache_mode)
     bm25: bool  # the query's term statistics are given (else ts_rank_cd)
     live: bool  # reads live memories only (no knowledge_at, state or include_archived)
+    own_words: bool  # a reader's small scope chain: its rows are scored directly (retrieval/chain.py)
     used: tuple[str, ...]  # channels in the fusion
     own: tuple[str, ...]  # channels a neighbour's match is judged on (context)
     fusion: str
@@ -510,21 +512,49 @@ def _statement(shape: _Shape) -> _Statement:
                 .limit(_P.candidates)
             )
 
-        # First the best `prefetch` matches. They hold the best candidates of every match unless
-        # the read conditions (filters, a narrower memory of the same key) left fewer than asked
-        # of a list that was cut short: only then are all matches read.
-        prefetched = select(matched(_P.prefetch, "word_top")).cte("prefetched")
-        first = best(prefetched).cte("first")
-        short = and_(
-            select(func.count()).select_from(first).scalar_subquery() < _P.candidates,
-            select(func.count()).select_from(prefetched).scalar_subquery() >= _P.prefetch,
-        )
-        every = (every_live_match() if shape.live else best(matched(cast(literal(None), Integer), "word_all"))).where(
-            short
-        )
-        lex_inner = union_all(select(first.c.tenant_id, first.c.id, first.c.lex_score).where(~short), every).subquery(
-            "lex_inner"
-        )
+        def the_readers_own() -> Any:
+            # A reader's small scope chain (retrieval/chain.py): its rows that pass and hold a
+            # picking word, found through the owner indexes and scored on every query word, where
+            # the namespace's best matches would be mostly other users'. Exact, like the second
+            # pass below.
+            holding = (
+                select(Memory.tenant_id, Memory.id)
+                .where(*where, visible, Memory.tsv.op("@@")(cast(_P.picking, TSQUERY)))
+                .cte("own_matches")
+            )
+            scored = (
+                func.memvault_word_scores(
+                    select(func.array_agg(holding.c.id)).scalar_subquery(), lexemes, _P.idf, _P.avg_len
+                )
+                .table_valued("id", "score")
+                .render_derived(name="own_scores")
+            )
+            return (
+                select(holding.c.tenant_id, holding.c.id, scored.c.score.label("lex_score"))
+                .join(scored, scored.c.id == holding.c.id)
+                .where(scored.c.score > 0)
+                .order_by(scored.c.score.desc(), holding.c.id)
+                .limit(_P.candidates)
+            )
+
+        if shape.own_words:
+            lex_inner = the_readers_own().subquery("lex_inner")
+        else:
+            # First the best `prefetch` matches. They hold the best candidates of every match
+            # unless the read conditions (filters, a narrower memory of the same key) left fewer
+            # than asked of a list that was cut short: only then are all matches read.
+            prefetched = select(matched(_P.prefetch, "word_top")).cte("prefetched")
+            first = best(prefetched).cte("first")
+            short = and_(
+                select(func.count()).select_from(first).scalar_subquery() < _P.candidates,
+                select(func.count()).select_from(prefetched).scalar_subquery() >= _P.prefetch,
+            )
+            every = (
+                every_live_match() if shape.live else best(matched(cast(literal(None), Integer), "word_all"))
+            ).where(short)
+            lex_inner = union_all(
+                select(first.c.tenant_id, first.c.id, first.c.lex_score).where(~short), every
+            ).subquery("lex_inner")
     else:
         lex_inner = _ts_rank_inner(
             Memory, [*where, visible], lexical_query(_P.query_text), _P.candidates, word_index=True
@@ -855,6 +885,7 @@ async def hybrid_search(
     strength_half_life_days: float = 30.0,
     terms: TermStats | None = None,
     settings_set: bool = False,
+    small_chain: bool = False,
 ) -> SearchOutcome:
     """``fusion="rrf"``: weighted reciprocal rank; the priors (recency, importance, access,
     strength) and the order cue rank only the retrieval head, cues (intent, graph, time window)
@@ -866,6 +897,9 @@ async def hybrid_search(
     candidate with how well its session neighbours match the query: conversational evidence is
     spread over adjacent turns (a question in one, the answer in the next), and a turn whose
     neighbour matches is likely part of the exchange asked about.
+
+    ``small_chain``: the filters read as a user or in a session whose scope chain is small
+    (retrieval/chain.py): the lexical channel scores the reader's own rows directly.
 
     ``settings_set``: the transaction opened with ``search_settings(filters, candidates)``, so
     they cost no round trip of their own here."""
@@ -903,6 +937,7 @@ async def hybrid_search(
         nearest=query_vector is not None and plan_cache_mode(filters) == "force_generic_plan",
         bm25=bm25,
         live=live,
+        own_words=bm25 and small_chain and owner_read(filters),
         used=tuple(used),
         own=own,
         fusion="weighted" if fusion == "weighted" else "rrf",

@@ -1,0 +1,74 @@
+"""Whether a reader's scope chain is small: which way a search as that reader finds its words.
+
+Reading as a user (or in a session) sees the namespace's shared memories and the reader's own.
+In a namespace many users share, that is a few hundred rows of many thousands, and the lexical
+channel's usual way (the namespace's best word matches first, then the reader's among them)
+reads mostly other users' matches: for a small chain the search scores the reader's own rows
+that hold a query word instead (retrieval/hybrid.py). Which way is decided per reader, from a
+count kept a minute: a chain that grows past the limit meanwhile is still searched exactly,
+only by the slower way for it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvault.memories import repository as memories_repo
+from memvault.memories.models import Memory
+from memvault.memories.schemas import MemoryFilters
+
+# A chain of at most this many memories is scored row by row (docs/benchmarks.md).
+SMALL_CHAIN = 1000
+
+
+def owner_read(filters: MemoryFilters | None) -> bool:
+    """Whether a read is a user's or a session's, the reads whose chains can be small: the owner
+    indexes find their rows (migration 0018). Only live reads: the others take another way."""
+    f = filters or MemoryFilters()
+    live = f.knowledge_at is None and not f.state and not f.include_archived
+    return live and (f.user_id is not None or f.session_id is not None)
+
+
+class ReaderChains:
+    """Whether each reader's scope chain is small, counted at most every ``ttl_s`` seconds, for at
+    most ``readers`` readers."""
+
+    def __init__(self, ttl_s: float = 60.0, readers: int = 10_000) -> None:
+        self._ttl = ttl_s
+        self._max = readers
+        self._known: OrderedDict[tuple[uuid.UUID, uuid.UUID, str | None, str | None], tuple[float, bool]] = (
+            OrderedDict()
+        )
+        self._lock = threading.Lock()
+
+    async def small(
+        self, s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters: MemoryFilters
+    ) -> bool:
+        key = (tenant_id, namespace_id, filters.user_id, filters.session_id)
+        now = time.monotonic()
+        with self._lock:
+            known = self._known.get(key)
+        if known is not None and now - known[0] <= self._ttl:
+            return known[1]
+        # The chain alone (the other filters left out): counting stops at the limit, however
+        # few rows a filter without an index (a date range) keeps.
+        chain = MemoryFilters(user_id=filters.user_id, session_id=filters.session_id)
+        rows = (
+            select(Memory.id)
+            .where(*memories_repo.read_conditions(tenant_id, namespace_id, chain))
+            .limit(SMALL_CHAIN + 1)
+            .subquery("chain")
+        )
+        small = (await s.execute(select(func.count()).select_from(rows))).scalar_one() <= SMALL_CHAIN
+        with self._lock:
+            self._known[key] = (now, small)
+            self._known.move_to_end(key)
+            while len(self._known) > self._max:
+                self._known.popitem(last=False)
+        return small
