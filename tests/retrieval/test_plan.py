@@ -18,6 +18,7 @@ from sqlalchemy import event
 
 from memvault.api import NamespaceAPI
 from memvault.db.urls import DatabaseUrls
+from memvault.memories.schemas import MemoryIn
 from memvault.retrieval import chain
 from memvault.retrieval.hybrid import search_settings
 from memvault.retrieval.schemas import SearchIn
@@ -182,3 +183,22 @@ async def test_a_user_with_a_large_chain_finds_the_same_by_the_namespaces_best_m
     assert "memvault_word_best_keyed" in functions_run(large_plan)
     assert small.metrics.candidates == large.metrics.candidates
     assert [(r.memory.id, r.score) for r in large.results] == [(r.memory.id, r.score) for r in small.results]
+
+
+async def test_a_reader_of_another_tenant_with_the_same_user_id_sees_only_their_own(
+    api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenant_b: Tenant
+) -> None:
+    """User ids are the tenant's own: tenant B's "reader", whose small chain takes the word
+    channel's row-by-row way, is given none of tenant A's reader's memories, by either channel."""
+    await shared_by_users(api, pg_urls, tenant_a)
+    mine = await api.store(
+        tenant_b.principal,
+        tenant_b.namespace,
+        MemoryIn(content="The lantern hangs in the orchard", scope="user", user_id="reader"),
+    )
+    body = SearchIn(query="the lantern by the orchard", limit=10, filters={"user_id": "reader"})
+
+    out = await api.search(tenant_b.principal, tenant_b.namespace, body)
+
+    assert [r.memory.id for r in out.results] == [mine.id]
+    assert out.metrics.candidates["lexical"] == out.metrics.candidates["dense"] == 1
