@@ -43,6 +43,7 @@ def _largest_shapes() -> list[hybrid._Shape]:
                 nearest=live,
                 bm25=True,
                 live=live,
+                own_words=False,
                 used=tuple(CHANNELS),
                 own=("dense", "lexical"),
                 fusion="weighted",
