@@ -483,6 +483,23 @@ def _statement(shape: _Shape) -> _Statement:
                 .limit(_P.candidates)
             )
 
+        def best_scored(rows: Any, name: str) -> Any:
+            # ``rows`` (tenant_id, id), each holding a picking word and passing the read
+            # conditions, scored on every query word as memvault_word_best scores: the best first.
+            scored = (
+                func.memvault_word_scores(
+                    select(func.array_agg(rows.c.id)).scalar_subquery(), lexemes, _P.idf, _P.avg_len
+                )
+                .table_valued("id", "score")
+                .render_derived(name=name)
+            )
+            return (
+                select(rows.c.tenant_id, rows.c.id, scored.c.score.label("lex_score"))
+                .join(scored, scored.c.id == rows.c.id)
+                .order_by(scored.c.score.desc(), rows.c.id)
+                .limit(_P.candidates)
+            )
+
         def every_live_match() -> Any:
             # Each match's row read once, to check it; only those that pass are scored, with the
             # same scores memvault_word_best gives (migration 0017): a filter that keeps few of
@@ -498,19 +515,7 @@ def _statement(shape: _Shape) -> _Statement:
                 .where(*where, visible)
                 .cte("passing")
             )
-            scored = (
-                func.memvault_word_scores(
-                    select(func.array_agg(passing.c.id)).scalar_subquery(), lexemes, _P.idf, _P.avg_len
-                )
-                .table_valued("id", "score")
-                .render_derived(name="passing_scores")
-            )
-            return (
-                select(passing.c.tenant_id, passing.c.id, scored.c.score.label("lex_score"))
-                .join(scored, scored.c.id == passing.c.id)
-                .order_by(scored.c.score.desc(), passing.c.id)
-                .limit(_P.candidates)
-            )
+            return best_scored(passing, "passing_scores")
 
         def the_readers_own() -> Any:
             # A reader's small scope chain (retrieval/chain.py): its rows that pass and hold a
@@ -522,20 +527,7 @@ def _statement(shape: _Shape) -> _Statement:
                 .where(*where, visible, Memory.tsv.op("@@")(cast(_P.picking, TSQUERY)))
                 .cte("own_matches")
             )
-            scored = (
-                func.memvault_word_scores(
-                    select(func.array_agg(holding.c.id)).scalar_subquery(), lexemes, _P.idf, _P.avg_len
-                )
-                .table_valued("id", "score")
-                .render_derived(name="own_scores")
-            )
-            return (
-                select(holding.c.tenant_id, holding.c.id, scored.c.score.label("lex_score"))
-                .join(scored, scored.c.id == holding.c.id)
-                .where(scored.c.score > 0)
-                .order_by(scored.c.score.desc(), holding.c.id)
-                .limit(_P.candidates)
-            )
+            return best_scored(holding, "own_scores")
 
         if shape.own_words:
             lex_inner = the_readers_own().subquery("lex_inner")
