@@ -505,9 +505,8 @@ class NamespaceAPI(
         """Build, compile and run once each statement a default search can take (an intent, named
         entities, each kind of time cue, query words the namespace has: there or not), unfiltered
         and reading as a user (whose scope chain is small or not), in a transaction no row is
-        visible to: otherwise a process's first
-        search of each kind pays 25-40 ms of Python for it (docs/benchmarks.md). Returns how many
-        ran; never raises."""
+        visible to: otherwise a process's first search of each kind pays 25-40 ms of Python for
+        it (docs/benchmarks.md). Returns how many ran; never raises."""
         now = datetime.now(UTC)
         # (order, window): no time cue, a window ("in March"), the newest, the oldest.
         times = [(None, None), (None, (now - timedelta(days=1), now)), ("newest", None), ("oldest", None)]
