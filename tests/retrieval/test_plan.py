@@ -202,3 +202,23 @@ async def test_a_reader_of_another_tenant_with_the_same_user_id_sees_only_their_
 
     assert [r.memory.id for r in out.results] == [mine.id]
     assert out.metrics.candidates["lexical"] == out.metrics.candidates["dense"] == 1
+
+
+async def test_a_session_read_with_a_small_chain_scores_its_own_rows(
+    api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant
+) -> None:
+    """Reading in a session is an owner read too: the session's memories and the 20 shared ones,
+    scored row by row, none of the users' memories."""
+    await shared_by_users(api, pg_urls, tenant_a)
+    mine = await api.store(
+        tenant_a.principal,
+        tenant_a.namespace,
+        MemoryIn(content="The lantern in the orchard went out", scope="session", session_id="evening"),
+    )
+    body = SearchIn(query="the lantern by the orchard", limit=10, filters={"session_id": "evening"})
+
+    out, plan = await explained_search(api, tenant_a, body)
+
+    assert "memvault_word_best_keyed" not in functions_run(plan)
+    assert mine.id in {r.memory.id for r in out.results}
+    assert {r.memory.scope for r in out.results} <= {"session", "namespace"}
