@@ -71,6 +71,13 @@ class _Terms:
     until: Any = None
 
 
+def live_read(f: MemoryFilters | None) -> bool:
+    """Whether a read sees live memories only: no ``knowledge_at``, no state filter, archived
+    left out (the word index holds exactly those, migration 0013)."""
+    f = f or MemoryFilters()
+    return f.knowledge_at is None and not f.state and not f.include_archived
+
+
 def _states(f: MemoryFilters) -> list[str]:
     if f.state:
         return [s.value for s in f.state]

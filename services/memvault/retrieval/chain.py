@@ -31,8 +31,7 @@ def owner_read(filters: MemoryFilters | None) -> bool:
     """Whether a read is a user's or a session's, the reads whose chains can be small: the owner
     indexes find their rows (migration 0018). Only live reads: the others take another way."""
     f = filters or MemoryFilters()
-    live = f.knowledge_at is None and not f.state and not f.include_archived
-    return live and (f.user_id is not None or f.session_id is not None)
+    return memories_repo.live_read(f) and (f.user_id is not None or f.session_id is not None)
 
 
 class ReaderChains:

@@ -501,9 +501,10 @@ def _statement(shape: _Shape) -> _Statement:
             )
 
         def every_live_match() -> Any:
-            # Each match's row read once, to check it; only those that pass are scored, with the
-            # same scores memvault_word_best gives (migration 0017): a filter that keeps few of
-            # many matches no longer reads each row twice.
+            # Each match checked once against the read conditions, in a join planned with the
+            # filter's values (by key for a broad filter, by hash against the rows a narrow one
+            # keeps); only those that pass are scored, with the same scores memvault_word_best
+            # gives (migration 0017).
             found = (
                 func.memvault_word_matches_keyed(namespace_id, _P.picking_words)
                 .table_valued("tenant_id", "id")
@@ -922,7 +923,7 @@ async def hybrid_search(
     active["context"] = "context" in used
     picking = terms.matching() if terms is not None else []
     bm25 = terms is not None and bool(picking)
-    live = filters.knowledge_at is None and not filters.state and not filters.include_archived
+    live = memories_repo.live_read(filters)
     shape = _Shape(
         filters=memories_repo.filter_form(filters),
         dense=query_vector is not None,

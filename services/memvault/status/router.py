@@ -4,10 +4,16 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from memvault.api import Health
 from memvault.errors import NotReady
 from memvault.gateway.deps import Api, current_principal
 
 router = APIRouter(tags=["status"])
+
+
+def _redis_state(health: Health) -> dict[str, bool | None]:
+    """Redis as both health routes report it: configured or not, answering (None: not configured)."""
+    return {"configured": health.redis is not None, "ok": health.redis}
 
 
 @router.get("/healthz", include_in_schema=False)
@@ -23,7 +29,7 @@ async def readyz(api: Api) -> dict[str, Any]:
     Redis is reported, not required: searches and writes go on without it (jobs wait or run in
     the process), and a Redis outage must not take every replica out of rotation at once."""
     health = await api.health()
-    redis = {"configured": health.redis is not None, "ok": health.redis}
+    redis = _redis_state(health)
     if not health.database:
         raise NotReady("The database does not answer.", extra={"database": {"ok": False}, "redis": redis})
     return {"status": "ready", "database": {"ok": True}, "redis": redis}
@@ -39,7 +45,7 @@ async def status(request: Request, api: Api) -> dict[str, Any]:
         "status": "ok" if ok else "degraded",
         "version": health.version,
         "database": {"ok": health.database, "embedded": health.embedded_database},
-        "redis": {"configured": health.redis is not None, "ok": health.redis},
+        "redis": _redis_state(health),
         "embedding_model": health.embedding_model,
         "jobs": "redis" if health.redis is not None else "in-process",
     }

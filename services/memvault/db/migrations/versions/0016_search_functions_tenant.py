@@ -152,15 +152,20 @@ def _keyed(signature: str) -> str:
     return f"{name}_keyed({parameters}"
 
 
-def upgrade() -> None:
-    role = _app_role()
+def _schema_and_path() -> tuple[str, str]:
+    """The schema the functions read, and the search path they run with."""
     bind = op.get_bind()
     schema = bind.exec_driver_sql("SELECT current_schema()").scalar_one()
     # pgvector's type and operators may live in a schema of their own (a managed database's).
     vector = bind.exec_driver_sql(
         "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
     ).scalar_one()
-    path = ", ".join(dict.fromkeys(["pg_catalog", schema, vector]))
+    return schema, ", ".join(dict.fromkeys(["pg_catalog", schema, vector]))
+
+
+def upgrade() -> None:
+    role = _app_role()
+    schema, path = _schema_and_path()
     for signature, (parameters, columns, body, rows) in _functions(schema, path).items():
         keyed = _keyed(signature)
         name = keyed.split("(")[0]

@@ -48,12 +48,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     keyed = _keyed()
     role = keyed._app_role()
-    bind = op.get_bind()
-    schema = bind.exec_driver_sql("SELECT current_schema()").scalar_one()
-    vector = bind.exec_driver_sql(
-        "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
-    ).scalar_one()
-    path = ", ".join(dict.fromkeys(["pg_catalog", schema, vector]))
+    schema, path = keyed._schema_and_path()
     for signature, (parameters, columns, body, rows) in keyed._functions(schema, path).items():
         # The keyed body returns the row's tenant first; the old one returned the rest.
         assert columns.startswith("tenant_id uuid, ") and body.count("SELECT m.tenant_id, m.id, ") == 1, signature
