@@ -400,17 +400,17 @@ class NamespaceAPI(
                 )
                 if pre is None:
                     raise NamespaceNotFound(f"No namespace named '{ns}'.")
-                namespace, lexemes = pre.namespace, pre.lexemes
+                namespace_id, lexemes = pre.namespace_id, pre.lexemes
                 terms = None
                 if bm25:
-                    terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace.id, sorted(lexemes))
-                    self._refresh_term_stats(p.tenant_id, namespace.id)
+                    terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace_id, sorted(lexemes))
+                    self._refresh_term_stats(p.tenant_id, namespace_id)
                 # Reading as a user or in a session: how the lexical channel finds the reader's
                 # words depends on how many memories the reader sees (retrieval/chain.py).
                 small_chain = (
                     bm25
                     and owner_read(req.filters)
-                    and await self._chains.small(tx.session, p.tenant_id, namespace.id, req.filters)
+                    and await self._chains.small(tx.session, p.tenant_id, namespace_id, req.filters)
                 )
                 qvec, embed_ms = await embedding
                 if qvec is None:
@@ -419,13 +419,13 @@ class NamespaceAPI(
                 elif pre.other_model:
                     failures.append("embedding_model_mismatch")
                 cues = analyse(req.query, req.reference_time)
-                defaults = NamespaceSettings.model_validate(namespace.settings or {}).search or SearchSettings()
+                defaults = NamespaceSettings.model_validate(pre.settings).search or SearchSettings()
                 weights = req.effective_weights(defaults.weights)
                 entities = pre.entities if weights.get("graph", 0) > 0 else NamedEntities()
                 outcome = await hybrid_search(
                     tx.session,
                     tenant_id=p.tenant_id,
-                    namespace_id=namespace.id,
+                    namespace_id=namespace_id,
                     query=req.query,
                     query_vector=qvec,
                     model_id=self._embedder.model_id,
@@ -453,14 +453,14 @@ class NamespaceAPI(
                 neighbours_ms = 0.0
                 if not reranking:
                     hits = hits[: req.limit]
-                    neighbours, neighbours_ms = await self._neighbours(tx, namespace.id, req, hits)
+                    neighbours, neighbours_ms = await self._neighbours(tx, namespace_id, req, hits)
             if reranking:
                 # The reranker may be a remote call of up to its timeout: no transaction waits on
                 # it. The neighbours of the reranked hits come from a transaction of their own.
                 hits = await second.rerank_hits(req.query, hits, req.limit)
                 if req.neighbours:
                     async with self._db.tenant_tx(p.tenant_id) as tx:
-                        neighbours, neighbours_ms = await self._neighbours(tx, namespace.id, req, hits)
+                        neighbours, neighbours_ms = await self._neighbours(tx, namespace_id, req, hits)
         finally:
             # Gone before the embedding (no such namespace, a database error): the thread still
             # finishes and caches its vector; nobody waits for it, and its outcome is consumed.

@@ -4,7 +4,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.keys import tokens
@@ -24,9 +24,15 @@ class FoundKey:
     last_used_at: datetime | None
 
 
+FIND_KEY = "SELECT * FROM memvault_find_api_key(%(p)s)"
+
+
 async def find_by_prefix(s: AsyncSession, prefix: str) -> FoundKey | None:
-    """Through the SECURITY DEFINER function: the tenant is not known yet, so RLS would hide the row."""
-    row = (await s.execute(text("SELECT * FROM memvault_find_api_key(:p)"), {"p": prefix})).mappings().first()
+    """Through the SECURITY DEFINER function: the tenant is not known yet, so RLS would hide the row.
+    Sent as the driver's own SQL, like the tenant transaction's settings (db/session.py): every
+    request with a key runs it."""
+    connection = await s.connection()
+    row = (await connection.exec_driver_sql(FIND_KEY, {"p": prefix})).mappings().first()
     return FoundKey(**row) if row else None
 
 

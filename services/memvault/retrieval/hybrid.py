@@ -304,7 +304,8 @@ def _named_entities(rows: list[list[Any]]) -> NamedEntities:
 class Preamble:
     """What a search reads before its statement, in one round trip."""
 
-    namespace: Namespace
+    namespace_id: uuid.UUID
+    settings: dict[str, Any]  # the namespace's own settings
     other_model: bool  # some live memory has no vector of the query's model
     lexemes: list[str]  # the query's words as the full-text index has them
     entities: NamedEntities
@@ -312,9 +313,9 @@ class Preamble:
 
 @lru_cache(maxsize=8)
 def _preamble_statement(dense: bool, bm25: bool, graph: bool) -> Any:
-    """The namespace by name, the model probe, the query's lexemes and the entities it names as
-    JSON, one statement built once per kind (parameters: tenant_id, namespace, model_id, query,
-    grams, at)."""
+    """The namespace's id and settings by its name, the model probe, the query's lexemes and the
+    entities it names as JSON, one statement built once per kind (parameters: tenant_id,
+    namespace, model_id, query, grams, at)."""
     tenant_id = bindparam("tenant_id", type_=PG_UUID(as_uuid=True))
     entities: Any = null()
     if graph:
@@ -322,7 +323,8 @@ def _preamble_statement(dense: bool, bm25: bool, graph: bool) -> Any:
         rows = _entity_rows(tenant_id, Namespace.id, bindparam("grams", type_=ARRAY(Text)), at).subquery("named")
         entities = select(func.json_agg(func.json_build_array(rows.c.id, rows.c.name, rows.c.other))).scalar_subquery()
     return select(
-        Namespace,
+        Namespace.id,
+        Namespace.settings,
         maintenance_repo.other_model_probe(Namespace.id, bindparam("model_id", type_=Text)) if dense else false(),
         lexemes_of(bindparam("query", type_=Text)) if bm25 else null(),
         entities,
@@ -348,12 +350,16 @@ async def search_preamble(
     grams = query_grams(query) if graph else []
     stmt = _preamble_statement(model_id is not None, bm25, bool(grams))
     params = {"tenant_id": tenant_id, "namespace": namespace, "model_id": model_id, "query": query}
-    row = (await s.execute(stmt, {**params, "grams": grams, "at": at})).one_or_none()
+    # On the connection, not through the ORM: the row is plain values, and every search pays
+    # for the ORM's execution path (docs/benchmarks.md).
+    connection = await s.connection()
+    row = (await connection.execute(stmt, {**params, "grams": grams, "at": at})).one_or_none()
     if row is None:
         return None
-    ns, other_model, lexemes, entities = row
+    namespace_id, settings, other_model, lexemes, entities = row
     return Preamble(
-        namespace=ns,
+        namespace_id=namespace_id,
+        settings=settings or {},
         other_model=bool(other_model),
         lexemes=list(lexemes or []),
         entities=_named_entities(entities or []),
