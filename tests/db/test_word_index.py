@@ -3,13 +3,16 @@ by triggers, read only through memvault_word_best (and its keyed twin), and neve
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
 import uuid
+from collections.abc import Callable
 
 import psycopg
 import pytest
 from alembic import command
+from alembic.config import Config
 from psycopg import errors
 
 from memvault.api import NamespaceAPI
@@ -20,6 +23,14 @@ from memvault.retrieval.lexical import tsquery_text
 from memvault.retrieval.schemas import SearchIn
 from tests.conftest import Tenant
 from tests.db.conftest import scalar, set_tenant
+
+
+async def migrating(step: Callable[[Config, str], None], config: Config, revision: str) -> None:
+    """An alembic step on a thread of its own. Run on the event loop, it blocks the loop while it
+    waits for its locks: a transaction that the app's background work (the access counts' writer,
+    say) opened on that loop could then never finish, and the migration would wait forever."""
+    await asyncio.to_thread(step, config, revision)
+
 
 # The keyed functions the search calls (migration 0016): each row's tenant, id and score.
 BEST = "SELECT tenant_id, id, score FROM memvault_word_best_keyed(%s, %s, %s, %s::tsquery[], %s, %s, %s)"
@@ -154,12 +165,12 @@ class TestKeptInStep:
                 return [r[0] for r in await (await owner_conn.execute(counts, (ns,))).fetchall()]
 
         before = await counted()
-        command.downgrade(config, "0012")
+        await migrating(command.downgrade, config, "0012")
         try:
             gone = await (await owner_conn.execute("SELECT to_regclass('memory_terms')")).fetchone()
             on_the_full_text_index = await counted()  # the function 0008 made, back in place
         finally:
-            command.upgrade(config, "head")
+            await migrating(command.upgrade, config, "head")
 
         assert gone == (None,)
         assert before == on_the_full_text_index == [1, 1]
@@ -259,14 +270,14 @@ class TestWordBest:
 
         at_head = await definitions()
         try:
-            command.downgrade(config, "0015")
+            await migrating(command.downgrade, config, "0015")
             as_0015_left_them = await definitions()
-            command.upgrade(config, "head")
+            await migrating(command.upgrade, config, "head")
             dropped = await definitions()
-            command.downgrade(config, "0018")
+            await migrating(command.downgrade, config, "0018")
             made_again = await definitions()
         finally:
-            command.upgrade(config, "head")
+            await migrating(command.upgrade, config, "head")
 
         assert at_head == dropped == []
         assert [name for name, *_ in as_0015_left_them] == sorted(names)
