@@ -10,6 +10,7 @@ from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.audit import repository as audit
+from memvault.db.session import set_local
 from memvault.errors import Conflict, InvalidInput
 from memvault.keys import repository as keys_repo
 from memvault.namespaces import repository as ns_repo
@@ -46,7 +47,7 @@ async def create(s: AsyncSession, name: str, *, namespace: str = "default", acto
     s.add(tenant)
     await s.flush()
     # Later statements of this transaction run as the tenant too, should the session be the app role.
-    await s.execute(text("SELECT set_config('app.tenant_id', :t, true)"), {"t": str(tenant.id)})
+    await set_local(s, {"app.tenant_id": str(tenant.id)})
     ns = await ns_repo.create(s, tenant.id, namespace, "Created with the tenant.")
     assert ns is not None
     key, raw = await keys_repo.create(
