@@ -25,6 +25,8 @@ LOOPBACK_HOSTS = {"127.0.0.1", "[::1]", "::1", "localhost"}
 FORBIDDEN_SCHEMES = {"javascript", "data", "file", "vbscript", "about", "blob", "ftp", "ws", "wss"}
 GRANT_TYPES = {"authorization_code", "refresh_token"}
 MAX_REDIRECT_URIS = 10
+# Client metadata is a flat object of strings and lists of strings; nothing legitimate nests deeper.
+MAX_METADATA_DEPTH = 8
 MAX_URI_LENGTH = 2000
 
 CIMD_TIMEOUT_S = 5.0
@@ -86,6 +88,39 @@ class ClientRecord:
     metadata: dict[str, Any]
 
 
+def parse_registration(raw: bytes) -> dict[str, Any]:
+    """The one parser of a registration body (RFC 7591 §3.1): JSON text that PostgreSQL can store.
+    A lone surrogate or a NUL anywhere (either fails the jsonb insert), nesting deeper than client
+    metadata ever needs, or JSON too deep for the parser itself are a 400, never a 500."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise InvalidClientMetadata("The body must be a JSON object.") from exc
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:  # iterative: the check must not itself recurse as deep as the input
+        value, depth = stack.pop()
+        if depth > MAX_METADATA_DEPTH:
+            raise InvalidClientMetadata(f"Client metadata nests at most {MAX_METADATA_DEPTH} levels.")
+        if isinstance(value, dict):
+            stack.extend((k, depth + 1) for k in value)
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, str) and ("\x00" in value or not _encodable(value)):
+            raise InvalidClientMetadata("Client metadata strings must be valid Unicode without NUL characters.")
+    if not isinstance(body, dict):
+        raise InvalidClientMetadata("The registration body must be a JSON object.")
+    return body
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which JSON's \ud800 escape can carry
+        return False
+    return True
+
+
 def validate_metadata(body: Any, *, client_id: str | None = None) -> dict[str, Any]:
     """RFC 7591 metadata of a public client, normalised; raises invalid_client_metadata /
     invalid_redirect_uri. Confidential-client methods are replaced by `none` (§3.2.1 lets the
@@ -97,7 +132,7 @@ def validate_metadata(body: Any, *, client_id: str | None = None) -> dict[str, A
         raise InvalidRedirectUri(f"redirect_uris must list 1 to {MAX_REDIRECT_URIS} URIs.")
     uris = [check_redirect_uri(u) for u in uris]
     grant_types = body.get("grant_types") or ["authorization_code", "refresh_token"]
-    valid = isinstance(grant_types, list) and set(grant_types) <= GRANT_TYPES
+    valid = isinstance(grant_types, list) and all(isinstance(g, str) and g in GRANT_TYPES for g in grant_types)
     if not valid or "authorization_code" not in grant_types:
         raise InvalidClientMetadata("grant_types may only be authorization_code and refresh_token.")
     response_types = body.get("response_types") or ["code"]

@@ -7,7 +7,6 @@ answers, `Cache-Control: no-store` on anything carrying a token. Everything else
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -18,8 +17,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from memvault.gateway.deps import AdminPrincipal, Api
 from memvault.gateway.idempotency import NOT_IDEMPOTENT
-from memvault.oauth import pages
-from memvault.oauth.errors import InvalidClientMetadata, InvalidRedirectUri, InvalidRequest, OAuthError, UnknownClient
+from memvault.oauth import clients, pages
+from memvault.oauth.errors import InvalidRedirectUri, InvalidRequest, OAuthError, UnknownClient
 from memvault.oauth.schemas import AccountOut, GrantOut, UserIn, UserOut
 from memvault.oauth.service import ConsentInvalid, LoginFailed, RedirectError
 
@@ -70,6 +69,9 @@ def _single(form: dict[str, list[str]], *, multi: tuple[str, ...] = ()) -> dict[
             continue
         if len(values) != 1:
             raise InvalidRequest(f"Parameter {k!r} is repeated.")
+        if "\x00" in k or "\x00" in values[0]:
+            # PostgreSQL text cannot hold NUL: a lookup by such a client_id or code would fail deep down.
+            raise InvalidRequest("Parameters cannot contain NUL characters.")
         out[k] = values[0]
     return out
 
@@ -123,10 +125,7 @@ async def register(request: Request, api: Api) -> Response:
     """RFC 7591 dynamic client registration (public clients only: no secret is issued)."""
 
     async def run() -> Response:
-        try:
-            body = json.loads(await request.body())
-        except ValueError as exc:
-            raise InvalidClientMetadata("The body must be a JSON object.") from exc
+        body = clients.parse_registration(await request.body())
         return _json(await api.register_client(body), 201, no_store=True)
 
     return await _oauth(run)

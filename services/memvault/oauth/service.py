@@ -535,8 +535,7 @@ class OAuthOps(FacadeBase):
     async def _verified(self, raw: str, typ: str, claims: dict[str, Any]) -> dict[str, Any]:
         """Signature (with the key its `kid` names), `typ`, then the claims: `exp` always, and
         each of ``claims`` as required (essential) and, where given, equal to a value."""
-        kid = json.loads(_b64(raw.split(".")[0])).get("kid")
-        token = jwt.decode(raw, await self._keyring.verification_keys(kid), algorithms=[ALG])
+        token = jwt.decode(raw, await self._keyring.verification_keys(_kid(raw)), algorithms=[ALG])
         if token.header.get("typ") != typ:
             raise ValueError(f"not a {typ} token")
         options: dict[str, Any] = {"exp": {"essential": True}}
@@ -615,8 +614,27 @@ class OAuthOps(FacadeBase):
             )
 
 
-def _b64(part: str) -> bytes:
-    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+class MalformedToken(ValueError):
+    """Whatever a presented token's shape gets wrong; every caller already answers ValueError with 401."""
+
+
+def _kid(raw: str) -> str | None:
+    """The `kid` of a compact JWS, read before its signature is checked. Everything in it is the
+    sender's choice: a header that is JSON but not an object (a list, number, string, null), a `kid`
+    that is not a string, bad base64 or a part count other than three all end as MalformedToken."""
+    parts = raw.split(".")
+    if len(parts) != 3:
+        raise MalformedToken("a JWT has three parts")
+    try:
+        header = json.loads(base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)))
+    except (ValueError, RecursionError) as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise MalformedToken("the JWT header is not base64url JSON") from exc
+    if not isinstance(header, dict):
+        raise MalformedToken("the JWT header is not a JSON object")
+    kid = header.get("kid")
+    if kid is not None and not isinstance(kid, str):
+        raise MalformedToken("the JWT kid is not a string")
+    return kid
 
 
 def _why(exc: Exception) -> str:
