@@ -20,8 +20,7 @@ def _b64(raw: bytes) -> str:
 
 # JWT headers that decode to JSON but not to an object, and a few other shapes a parser must survive.
 BAD_BEARERS = [
-    _b64(header) + ".e30.c2ln"
-    for header in (b"[]", b"1", b'"x"', b"null", b'{"kid": [1]}', b"[" * 5000, b"\xff\xfe")
+    _b64(header) + ".e30.c2ln" for header in (b"[]", b"1", b'"x"', b"null", b'{"kid": [1]}', b"[" * 5000, b"\xff\xfe")
 ] + ["a.b", "....", "%%%.%%%.%%%"]
 
 

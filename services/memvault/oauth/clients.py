@@ -2,8 +2,9 @@
 
 Two ways in: dynamic client registration (RFC 7591) of public clients, and client ID metadata
 documents (a `client_id` that is an HTTPS URL whose JSON we fetch). Redirect URIs follow RFC 8252
-for native apps: a loopback `http` URI matches on any port (Claude Code and mcp-remote pick a
-random one), a private-use scheme (`cursor://...`) and an `https` URI must match exactly.
+for native apps and RFC 9700: a loopback `http` URI matches on any port (Claude Code and
+mcp-remote pick a random one); a private-use scheme in reverse-domain form (`com.example.app:/cb`)
+and an `https` URI must match exactly. No URI carries userinfo or a fragment.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import re
 import socket
 from dataclasses import dataclass
 from typing import Any
@@ -21,8 +23,15 @@ import httpx
 from memvault.oauth.errors import InvalidClientMetadata, InvalidRedirectUri, UnknownClient
 
 LOOPBACK_HOSTS = {"127.0.0.1", "[::1]", "::1", "localhost"}
-# Schemes a browser must never be sent to with a code in hand.
-FORBIDDEN_SCHEMES = {"javascript", "data", "file", "vbscript", "about", "blob", "ftp", "ws", "wss"}
+# Schemes a browser must never be sent to with a code in hand. None of them is in reverse-domain form,
+# so the rule below refuses them anyway; the list names them for the error message and for review.
+FORBIDDEN_SCHEMES = {
+    "javascript", "data", "file", "vbscript", "about", "blob", "ftp", "ws", "wss",
+    "view-source", "mailto", "filesystem", "tel", "sms", "intent", "chrome", "resource",
+}  # fmt: skip
+# RFC 8252 §7.1: a private-use scheme is a reversed domain name the app's owner controls
+# (`com.example.app`), at least two labels, so it cannot be a browser's or the OS's own scheme.
+PRIVATE_USE_SCHEME = re.compile(r"[a-z][a-z0-9-]*(\.[a-z0-9-]+)+")
 GRANT_TYPES = {"authorization_code", "refresh_token"}
 MAX_REDIRECT_URIS = 10
 # Client metadata is a flat object of strings and lists of strings; nothing legitimate nests deeper.
@@ -42,18 +51,33 @@ def check_redirect_uri(uri: str) -> str:
     private-use scheme (RFC 8252 §7.1)."""
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
         raise InvalidRedirectUri("Each redirect URI must be a non-empty string of at most 2000 characters.")
+    if any(c.isspace() or ord(c) < 0x20 or c == "\\" for c in uri):
+        raise InvalidRedirectUri("A redirect URI contains no spaces, control characters or backslashes.")
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     if not scheme or parts.fragment or "#" in uri:
         raise InvalidRedirectUri(f"Redirect URI {uri!r} must be absolute and carry no fragment.")
     if scheme in FORBIDDEN_SCHEMES:
         raise InvalidRedirectUri(f"Redirect URI scheme {scheme!r} is not allowed.")
-    if scheme == "http" and not _is_loopback(parts.hostname):
-        raise InvalidRedirectUri(f"Redirect URI {uri!r}: plain http is allowed only to a loopback address.")
-    if scheme in ("http", "https") and not parts.hostname:
-        raise InvalidRedirectUri(f"Redirect URI {uri!r} has no host.")
-    if scheme not in ("http", "https") and "." not in scheme and len(scheme) < 3:
-        raise InvalidRedirectUri(f"Redirect URI scheme {scheme!r} is too short to be a private-use scheme.")
+    if "@" in parts.netloc:
+        # `https://claude.ai@evil.example/` goes to evil.example (RFC 9700 §4.1.3).
+        raise InvalidRedirectUri(f"Redirect URI {uri!r} carries userinfo (a user@ part); that is not allowed.")
+    if scheme in ("http", "https"):
+        if not parts.hostname:
+            raise InvalidRedirectUri(f"Redirect URI {uri!r} has no host.")
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise InvalidRedirectUri(f"Redirect URI {uri!r} has an impossible port.") from exc
+        if port == 0:
+            raise InvalidRedirectUri(f"Redirect URI {uri!r} has an impossible port.")
+        if scheme == "http" and not _is_loopback(parts.hostname):
+            raise InvalidRedirectUri(f"Redirect URI {uri!r}: plain http is allowed only to a loopback address.")
+    elif not PRIVATE_USE_SCHEME.fullmatch(scheme):
+        raise InvalidRedirectUri(
+            f"Redirect URI scheme {scheme!r}: an app's own scheme must be a reversed domain name "
+            "it controls, e.g. com.example.app:/callback (RFC 8252 §7.1)."
+        )
     return uri
 
 
@@ -66,7 +90,13 @@ def _without_port(uri: str) -> str:
 
 
 def redirect_matches(requested: str, registered: list[str]) -> bool:
-    """Exact match, except that a loopback http URI may use any port (RFC 8252 §7.3)."""
+    """Exact match, except that a loopback http URI may use any port (RFC 8252 §7.3). The
+    requested URI must itself be one that could be registered: the port exception must not let a
+    fragment, userinfo or an impossible port through."""
+    try:
+        check_redirect_uri(requested)
+    except InvalidRedirectUri:
+        return False
     if requested in registered:
         return True
     parts = urlsplit(requested)

@@ -46,6 +46,7 @@ from memvault.oauth.keys import ALG, KeyRing
 from memvault.oauth.models import OAuthClient, OAuthGrant
 from memvault.oauth.schemas import OAUTH_SCOPES
 from memvault.principal import Principal
+from memvault.ratelimit import Limit, RateLimiter, client_address
 
 # A metadata document is re-fetched when our copy is older than this.
 CIMD_REFRESH = timedelta(hours=1)
@@ -77,6 +78,27 @@ class LoginFailed(OAuthError):
 class ConsentInvalid(OAuthError):
     code = "oauth_consent_invalid"
     title = "Consent not understood"
+
+
+class ChooseAccount(OAuthError):
+    """The password is right for this email in several tenants: the person picks one."""
+
+    code = "oauth_choose_account"
+    title = "Choose an account"
+
+    def __init__(self, accounts: list[str]) -> None:
+        super().__init__("This email signs in to several accounts. Choose one and enter the password again.")
+        self.accounts = accounts
+
+
+def user_principal(tenant_id: uuid.UUID, user: Any) -> Principal:
+    """What a tenant user may share with a client: consent is limited by it like any other act."""
+    return Principal(
+        tenant_id=tenant_id,
+        scopes=frozenset(user.scopes),
+        subject=f"user:{user.id}",
+        namespaces=None if user.namespaces is None else frozenset(user.namespaces),
+    )
 
 
 def with_params(uri: str, params: dict[str, str | None]) -> str:
@@ -153,12 +175,24 @@ class OAuthOps(FacadeBase):
         return ring
 
     @property
+    def _limiter(self) -> RateLimiter:
+        limiter = self.__dict__.get("_oauth_limiter")
+        if limiter is None:
+            limiter = RateLimiter(self._settings.redis_url)
+            self.__dict__["_oauth_limiter"] = limiter
+        return limiter
+
+    @property
     def oauth_issuer(self) -> str:
         return self._settings.resolved_issuer()
 
     @property
     def mcp_resource(self) -> str:
         return self._settings.mcp_resource_url()
+
+    def oauth_endpoint_base(self) -> str:
+        """Where the sign-in pages are served: their forms' Origin."""
+        return self._settings.resolved_public_url()
 
     def _endpoint(self, path: str) -> str:
         return f"{self._settings.resolved_public_url()}{path}"
@@ -204,8 +238,10 @@ class OAuthOps(FacadeBase):
 
     # ---- clients ---------------------------------------------------------------------------------
 
-    async def register_client(self, body: Any) -> dict[str, Any]:
+    async def register_client(self, body: Any, *, address: str | None = None) -> dict[str, Any]:
         """RFC 7591 registration of a public client. No secret is issued, and none is sent (not even null)."""
+        limit = Limit("oauth-register", self._settings.oauth_register_limit)
+        await self._limiter.hit(limit, client_address(address), what="client registrations")
         meta = clients.validate_metadata(body)
         client_id = f"mvc_{uuid.uuid4().hex}"
         async with self._db.unscoped() as s:
@@ -246,7 +282,11 @@ class OAuthOps(FacadeBase):
             raise InvalidRedirectUri("redirect_uri is not one this client registered.")
         state = params.get("state")
 
-        def fail(err: OAuthError) -> RedirectError:
+        def fail(err: OAuthError) -> OAuthError:
+            if client.granted_at is None:
+                # Nobody has let this client in yet: anyone may have registered it, so its redirect
+                # URI is not trusted with our errors (RFC 9700 §4.11.2). The person sees a page.
+                return InvalidRequest(err.detail)
             return RedirectError(err, redirect_uri, state, self.oauth_issuer)
 
         if params.get("response_type") != "code":
@@ -277,15 +317,44 @@ class OAuthOps(FacadeBase):
             resource=self.mcp_resource,
         )
 
-    async def sign_in(self, req: AuthorizationRequest, email: str, password: str) -> ConsentView:
+    async def sign_in(
+        self,
+        req: AuthorizationRequest,
+        email: str,
+        password: str,
+        *,
+        address: str | None = None,
+        account: str | None = None,
+    ) -> ConsentView:
         """Check a tenant user's password; the consent page comes next, with a ticket binding the
-        user to this request."""
+        user to this request.
+
+        Users are per tenant, so one email may be a user of several: the password is checked
+        against each, and if it is right for more than one the person chooses (``account``, the
+        tenant's name). Attempts are limited per address and per (email, address); the latter is
+        cleared by a success, and a stranger at another address never uses up the owner's."""
         email = email.strip().lower()
+        where = client_address(address)
+        s_ = self._settings
+        await self._limiter.hit(Limit("signin-address", s_.signin_limit_per_address), where, what="sign-in attempts")
+        per_account = Limit("signin-account", s_.signin_limit_per_account)
+        await self._limiter.hit(per_account, email, where, what="sign-in attempts for this email")
         async with self._db.unscoped() as s:
-            found = await repo.find_user_by_email(s, email)
-        ok = await secrets.verify_password(found.password_hash if found else None, password)
-        if found is None or not ok or found.disabled_at is not None:
+            candidates = await repo.find_users_by_email(s, email)
+        if account:
+            candidates = [c for c in candidates if c.tenant_name == account]
+        matches = []
+        for c in candidates:
+            if await secrets.verify_password(c.password_hash, password) and c.disabled_at is None:
+                matches.append(c)
+        if not candidates:
+            await secrets.verify_password(None, password)  # an unknown email costs what a wrong password does
+        if not matches:
             raise LoginFailed("The email or password is not right, or the account is disabled.")
+        if len(matches) > 1:
+            raise ChooseAccount([m.tenant_name for m in matches])
+        found = matches[0]
+        await self._limiter.clear(per_account, email, where)
         async with self._db.tenant_tx(found.tenant_id) as tx:
             await repo.mark_login(tx.session, found.tenant_id, found.id)
         now = int(time.time())
@@ -295,6 +364,7 @@ class OAuthOps(FacadeBase):
             "sub": str(found.id),
             "tid": str(found.tenant_id),
             "req": req.fingerprint(),
+            "jti": uuid.uuid4().hex,
             "iat": now,
             "exp": now + self._settings.oauth_login_ttl_s,
         }
@@ -309,11 +379,13 @@ class OAuthOps(FacadeBase):
             user = await repo.get_user(tx.session, tenant_id, user_id)
             names = await repo.namespace_names(tx.session, tenant_id)
         assert user is not None
+        # Only what the user may share is offered.
+        names = [n for n in names if user_principal(tenant_id, user).can_access(n)]
         scopes = [s for s in req.scopes if s in user.scopes]
         default = ["default"] if "default" in names else names[:1]
         return ConsentView(req, ticket, user.email, scopes, names, default)
 
-    async def _ticket(self, req: AuthorizationRequest, ticket: str) -> tuple[uuid.UUID, uuid.UUID]:
+    async def _ticket(self, req: AuthorizationRequest, ticket: str) -> tuple[uuid.UUID, uuid.UUID, str, datetime]:
         try:
             claims = await self._verified(
                 ticket,
@@ -324,9 +396,11 @@ class OAuthOps(FacadeBase):
                     "req": req.fingerprint(),
                     "tid": None,
                     "sub": None,
+                    "jti": None,
                 },
             )
-            return uuid.UUID(claims["tid"]), uuid.UUID(claims["sub"])
+            expires = datetime.fromtimestamp(int(claims["exp"]), UTC)
+            return uuid.UUID(claims["tid"]), uuid.UUID(claims["sub"]), str(claims["jti"]), expires
         except (JoseError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise LoginFailed("The sign-in has expired or does not belong to this request; sign in again.") from exc
 
@@ -340,9 +414,16 @@ class OAuthOps(FacadeBase):
         scopes: list[str],
     ) -> str:
         """The user's answer on the consent page. Returns where to send the browser: the client's
-        redirect URI with a code (or access_denied), `state` and `iss` (RFC 9207)."""
-        tenant_id, user_id = await self._ticket(req, ticket)
+        redirect URI with a code (or access_denied), `state` and `iss` (RFC 9207).
+
+        The ticket answers once: a replay (the back button, or a copy of the page) must sign in
+        again. A mistake on the page (ConsentInvalid) rolls the spending back, so it can be fixed."""
+        tenant_id, user_id, ticket_id, ticket_expires = await self._ticket(req, ticket)
+        spent = LoginFailed("This sign-in was already used; sign in again.")
         if not allow:
+            async with self._db.tenant_tx(tenant_id) as tx:
+                if not await repo.spend_ticket(tx.session, tenant_id, ticket_id, ticket_expires):
+                    raise spent
             return with_params(
                 req.redirect_uri,
                 {
@@ -354,6 +435,8 @@ class OAuthOps(FacadeBase):
             )
         code = secrets.new_code()
         async with self._db.tenant_tx(tenant_id) as tx:
+            if not await repo.spend_ticket(tx.session, tenant_id, ticket_id, ticket_expires):
+                raise spent
             user = await repo.get_user(tx.session, tenant_id, user_id)
             if user is None or user.disabled_at is not None:
                 raise LoginFailed("This account is disabled.")
@@ -361,9 +444,12 @@ class OAuthOps(FacadeBase):
             chosen = list(dict.fromkeys(namespaces))
             if not chosen:
                 raise ConsentInvalid("Choose at least one namespace to share.")
-            missing = [n for n in chosen if n not in known]
+            # The user can share only what they may reach (a user made by a namespace-limited
+            # key reaches only its namespaces). Another tenant's namespace, or one outside the
+            # user's reach, looks exactly like one that does not exist.
+            reach = user_principal(tenant_id, user)
+            missing = [n for n in chosen if n not in known or not reach.can_access(n)]
             if missing:
-                # Another tenant's namespace looks exactly like one that does not exist.
                 raise ConsentInvalid(f"No namespace named {missing[0]!r} in your account.")
             granted = [s for s in OAUTH_SCOPES if s in scopes and s in req.scopes and s in user.scopes]
             if not granted:
@@ -385,13 +471,15 @@ class OAuthOps(FacadeBase):
 
     async def consent_view(self, req: AuthorizationRequest, ticket: str) -> ConsentView:
         """The consent page again (after a mistake on it), for the signed-in user of the ticket."""
-        tenant_id, user_id = await self._ticket(req, ticket)
+        tenant_id, user_id, _, _ = await self._ticket(req, ticket)
         return await self._consent_view(req, ticket, tenant_id, user_id)
 
     # ---- tokens --------------------------------------------------------------------------------------
 
-    async def token(self, form: dict[str, str]) -> dict[str, Any]:
+    async def token(self, form: dict[str, str], *, address: str | None = None) -> dict[str, Any]:
         """The token endpoint: authorization_code (with PKCE) and refresh_token grants."""
+        limit = Limit("oauth-token", self._settings.oauth_token_limit)
+        await self._limiter.hit(limit, client_address(address), what="token requests")
         grant_type = form.get("grant_type")
         client_id = form.get("client_id") or ""
         if not client_id:
@@ -449,6 +537,7 @@ class OAuthOps(FacadeBase):
                     resource=row.resource,
                 )
                 row.used_at, row.grant_id = datetime.now(UTC), grant.id
+                await repo.mark_client_granted(tx.session, row.client_id)
                 await self._store_refresh(tx.session, tenant_id, grant.id, refresh)
                 await audit.record(
                     tx.session,
