@@ -178,6 +178,12 @@ class Settings(BaseSettings):
         default=False,
         description="Fetch client metadata documents over http:// and from private addresses (local testing only).",
     )
+    oauth_extra_redirect_schemes: list[str] = Field(
+        default_factory=lambda: ["cursor"],
+        description="App redirect schemes allowed although not reverse-domain (RFC 8252 §7.1). Cursor signs in "
+        "at cursor://anysphere.cursor-mcp/...; PKCE keeps a code sent to an impostor claiming the scheme useless.",
+    )
+
     # Rate limits (memvault.ratelimit): the limits library's notation, tiers separated by ';'. Counted
     # in Redis when redis_url is set (shared by replicas), in memory otherwise.
     signin_limit_per_address: str = Field(

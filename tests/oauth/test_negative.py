@@ -298,9 +298,9 @@ class TestRegistration:
         r = await http.post(f"{oauth_server.base}/oauth/register", json={"redirect_uris": uris})
         assert r.status_code == 400 and r.json()["error"] == "invalid_redirect_uri"
 
-    async def test_reverse_domain_schemes_are_allowed(self, oauth_server: Server, http: httpx.AsyncClient) -> None:
-        body = await register(http, oauth_server, redirect_uris=["com.example.app:/oauth/callback"])
-        assert body["redirect_uris"] == ["com.example.app:/oauth/callback"]
+    async def test_custom_schemes_are_allowed(self, oauth_server: Server, http: httpx.AsyncClient) -> None:
+        body = await register(http, oauth_server, redirect_uris=["cursor://anysphere.cursor-mcp/oauth/callback"])
+        assert body["redirect_uris"] == ["cursor://anysphere.cursor-mcp/oauth/callback"]
 
     async def test_bad_body(self, oauth_server: Server, http: httpx.AsyncClient) -> None:
         r = await http.post(f"{oauth_server.base}/oauth/register", content=b"{nope")

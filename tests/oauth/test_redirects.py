@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
+from memvault.oauth import pages
 from tests.oauth.conftest import (
     REDIRECT,
     Browser,
@@ -31,8 +32,8 @@ REFUSED = [
     "filesystem:https://app.example/temporary/cb",
     "javascript:alert(1)",
     "data:text/html,hi",
-    "cursor://anysphere.cursor-mcp/oauth/callback",  # not a reversed domain name
-    "myapp:/cb",
+    "myapp:/cb",  # not a reversed domain name
+    "vscode://vscode.github-authentication/did-authenticate",
     "http://127.0.0.1:99999/cb",
     "http://127.0.0.1:0/cb",
     "http://127.0.0.1:33418/cb#frag",
@@ -47,7 +48,14 @@ class TestRegistration:
         assert r.status_code == 400 and r.json()["error"] == "invalid_redirect_uri", (uri, r.text)
 
     @pytest.mark.parametrize(
-        "uri", ["com.example.app:/oauth/callback", "dev.memvault.desktop://cb", "https://app.example:8443/cb"]
+        "uri",
+        [
+            "com.example.app:/oauth/callback",
+            "dev.memvault.desktop://cb",
+            "https://app.example:8443/cb",
+            # Named in MEMVAULT_OAUTH_EXTRA_REDIRECT_SCHEMES by default: Cursor's real redirect URI.
+            "cursor://anysphere.cursor-mcp/oauth/callback",
+        ],
     )
     async def test_allowed(self, oauth_server: Server, http: httpx.AsyncClient, uri: str) -> None:
         assert (await register(http, oauth_server, redirect_uris=[uri]))["redirect_uris"] == [uri]
@@ -94,6 +102,14 @@ class TestAuthorization:
             url = authorization_url(oauth_server, client["client_id"], pkce()[1], redirect_uri=uri)
             page = await Browser(http, user_a).sign_in(url)
             assert f"<code>{shown}</code>" in page.text, page.text
+
+
+def test_the_destination_shown_is_where_the_browser_goes() -> None:
+    # Registration refuses userinfo now; the page would not show it even for a client stored before.
+    assert pages.destination("https://claude.ai@evil.example/landing") == "https://evil.example:443"
+    assert pages.destination("https://app.example/cb") == "https://app.example:443"
+    assert pages.destination("http://[::1]:5000/cb") == "http://[::1]:5000"
+    assert pages.destination("com.example.app:/cb") == "com.example.app:"
 
 
 class TestTicketAndOrigin:

@@ -14,6 +14,7 @@ import ipaddress
 import json
 import re
 import socket
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -46,7 +47,7 @@ def _is_loopback(host: str | None) -> bool:
     return (host or "").lower() in LOOPBACK_HOSTS
 
 
-def check_redirect_uri(uri: str) -> str:
+def check_redirect_uri(uri: str, *, extra_schemes: Collection[str] = ()) -> str:
     """A redirect URI a client may register: absolute, no fragment, https, loopback http, or a
     private-use scheme (RFC 8252 §7.1)."""
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
@@ -73,7 +74,7 @@ def check_redirect_uri(uri: str) -> str:
             raise InvalidRedirectUri(f"Redirect URI {uri!r} has an impossible port.")
         if scheme == "http" and not _is_loopback(parts.hostname):
             raise InvalidRedirectUri(f"Redirect URI {uri!r}: plain http is allowed only to a loopback address.")
-    elif not PRIVATE_USE_SCHEME.fullmatch(scheme):
+    elif not PRIVATE_USE_SCHEME.fullmatch(scheme) and scheme not in extra_schemes:
         raise InvalidRedirectUri(
             f"Redirect URI scheme {scheme!r}: an app's own scheme must be a reversed domain name "
             "it controls, e.g. com.example.app:/callback (RFC 8252 §7.1)."
@@ -89,12 +90,12 @@ def _without_port(uri: str) -> str:
     return urlunsplit((parts.scheme.lower(), host.lower(), parts.path or "/", parts.query, ""))
 
 
-def redirect_matches(requested: str, registered: list[str]) -> bool:
+def redirect_matches(requested: str, registered: list[str], *, extra_schemes: Collection[str] = ()) -> bool:
     """Exact match, except that a loopback http URI may use any port (RFC 8252 §7.3). The
     requested URI must itself be one that could be registered: the port exception must not let a
     fragment, userinfo or an impossible port through."""
     try:
-        check_redirect_uri(requested)
+        check_redirect_uri(requested, extra_schemes=extra_schemes)
     except InvalidRedirectUri:
         return False
     if requested in registered:
@@ -151,7 +152,9 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def validate_metadata(body: Any, *, client_id: str | None = None) -> dict[str, Any]:
+def validate_metadata(
+    body: Any, *, client_id: str | None = None, extra_schemes: Collection[str] = ()
+) -> dict[str, Any]:
     """RFC 7591 metadata of a public client, normalised; raises invalid_client_metadata /
     invalid_redirect_uri. Confidential-client methods are replaced by `none` (§3.2.1 lets the
     server substitute): memvault issues no client secrets."""
@@ -160,7 +163,7 @@ def validate_metadata(body: Any, *, client_id: str | None = None) -> dict[str, A
     uris = body.get("redirect_uris")
     if not isinstance(uris, list) or not uris or len(uris) > MAX_REDIRECT_URIS:
         raise InvalidRedirectUri(f"redirect_uris must list 1 to {MAX_REDIRECT_URIS} URIs.")
-    uris = [check_redirect_uri(u) for u in uris]
+    uris = [check_redirect_uri(u, extra_schemes=extra_schemes) for u in uris]
     grant_types = body.get("grant_types") or ["authorization_code", "refresh_token"]
     valid = isinstance(grant_types, list) and all(isinstance(g, str) and g in GRANT_TYPES for g in grant_types)
     if not valid or "authorization_code" not in grant_types:
@@ -211,7 +214,9 @@ def _public_address(ip: str) -> bool:
     return addr.is_global and not addr.is_multicast
 
 
-async def fetch_metadata_document(client_id: str, *, allow_insecure: bool) -> dict[str, Any]:
+async def fetch_metadata_document(
+    client_id: str, *, allow_insecure: bool, extra_schemes: Collection[str] = ()
+) -> dict[str, Any]:
     """GET the client ID metadata document, guarded against SSRF: https only, every address the
     host resolves to public (checked before connecting and again on the connected socket, so a
     DNS answer that changes in between does not help), no redirects, 5 s, 64 KiB."""
@@ -255,6 +260,6 @@ async def fetch_metadata_document(client_id: str, *, allow_insecure: bool) -> di
     if doc.get("token_endpoint_auth_method", "none") != "none" or "client_secret" in doc:
         raise UnknownClient("Only public clients (token_endpoint_auth_method 'none') are supported.")
     try:
-        return validate_metadata(doc, client_id=client_id)
+        return validate_metadata(doc, client_id=client_id, extra_schemes=extra_schemes)
     except (InvalidClientMetadata, InvalidRedirectUri) as exc:
         raise UnknownClient(f"The client ID metadata document is invalid: {exc.detail}") from exc

@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import urlsplit
 
-from memvault.oauth.service import AuthorizationRequest, ConsentView
+from memvault.oauth.authorization import AuthorizationRequest, ConsentView
 
 SCOPE_TEXT = {
     "read": "Read your memories: search, recall and list what is stored",

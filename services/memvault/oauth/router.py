@@ -18,9 +18,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from memvault.gateway.deps import AdminPrincipal, Api
 from memvault.gateway.idempotency import NOT_IDEMPOTENT
 from memvault.oauth import clients, pages
+from memvault.oauth.authorization import ChooseAccount, ConsentInvalid, LoginFailed, RedirectError
 from memvault.oauth.errors import InvalidRequest, OAuthError
 from memvault.oauth.schemas import AccountOut, GrantOut, UserIn, UserOut
-from memvault.oauth.service import ChooseAccount, ConsentInvalid, LoginFailed, RedirectError
 from memvault.ratelimit import RateLimited
 
 router = APIRouter(tags=["oauth"])

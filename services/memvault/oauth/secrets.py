@@ -10,6 +10,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import os
 import secrets as _secrets
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,8 +25,10 @@ _DUMMY_HASH = _hasher.hash(_secrets.token_urlsafe(16))
 MIN_PASSWORD_LENGTH = 10
 # Argon2id takes ~50 ms of CPU and 64 MiB per call. On the event loop's default pool a flood of wrong
 # passwords filled every thread and queued other tenants' work behind it (their writes' latency rose
-# 65x); on these two threads of its own, a flood waits for itself while the rest of the server runs.
-HASH_THREADS = 2
+# 65x); on threads of its own, a flood waits for itself while the rest of the server runs. At most
+# half the cores hash, so the other half keeps serving (docs/benchmarks.md: on 2 cores, 1 thread
+# held a bystander's writes to 4x in a flood, 2 threads to 8x).
+HASH_THREADS = max(1, (os.cpu_count() or 2) // 2)
 _pool: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="argon2")
 
 

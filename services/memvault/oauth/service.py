@@ -12,15 +12,10 @@ revoked grant's access tokens stop working at once rather than at expiry.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import time
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode, urlsplit
 
 from joserfc import jwt
 from joserfc.errors import JoseError
@@ -30,6 +25,17 @@ from memvault.audit import repository as audit
 from memvault.facade import FacadeBase
 from memvault.oauth import clients, secrets
 from memvault.oauth import repository as repo
+from memvault.oauth.authorization import (
+    AuthorizationRequest,
+    ChooseAccount,
+    ConsentInvalid,
+    ConsentView,
+    LoginFailed,
+    RedirectError,
+    scopes_of,
+    user_principal,
+    with_params,
+)
 from memvault.oauth.errors import (
     InvalidAccessToken,
     InvalidClient,
@@ -42,7 +48,7 @@ from memvault.oauth.errors import (
     UnknownClient,
     UnsupportedGrantType,
 )
-from memvault.oauth.keys import ALG, KeyRing
+from memvault.oauth.keys import ALG, KeyRing, kid_of
 from memvault.oauth.models import OAuthClient, OAuthGrant
 from memvault.oauth.schemas import OAUTH_SCOPES
 from memvault.principal import Principal
@@ -55,108 +61,6 @@ LOGIN_TICKET_TYP = "memvault-login+jwt"
 # Tolerated clock difference between the replica that signed a token and the one checking it.
 LEEWAY_S = 5
 MAX_STATE_LENGTH = 1024
-
-
-class RedirectError(OAuthError):
-    """An authorization error reported to the client at its (already verified) redirect URI."""
-
-    def __init__(self, inner: OAuthError, redirect_uri: str, state: str | None, issuer: str) -> None:
-        super().__init__(inner.detail)
-        self.error = inner.error  # type: ignore[misc]
-        self.location = with_params(
-            redirect_uri, {"error": inner.error, "error_description": inner.detail, "state": state, "iss": issuer}
-        )
-
-
-class LoginFailed(OAuthError):
-    status = 401
-    code = "oauth_login_failed"
-    title = "Sign-in failed"
-    error = "access_denied"
-
-
-class ConsentInvalid(OAuthError):
-    code = "oauth_consent_invalid"
-    title = "Consent not understood"
-
-
-class ChooseAccount(OAuthError):
-    """The password is right for this email in several tenants: the person picks one."""
-
-    code = "oauth_choose_account"
-    title = "Choose an account"
-
-    def __init__(self, accounts: list[str]) -> None:
-        super().__init__("This email signs in to several accounts. Choose one and enter the password again.")
-        self.accounts = accounts
-
-
-def user_principal(tenant_id: uuid.UUID, user: Any) -> Principal:
-    """What a tenant user may share with a client: consent is limited by it like any other act."""
-    return Principal(
-        tenant_id=tenant_id,
-        scopes=frozenset(user.scopes),
-        subject=f"user:{user.id}",
-        namespaces=None if user.namespaces is None else frozenset(user.namespaces),
-    )
-
-
-def with_params(uri: str, params: dict[str, str | None]) -> str:
-    query = urlencode({k: v for k, v in params.items() if v is not None})
-    return f"{uri}{'&' if urlsplit(uri).query else '?'}{query}"
-
-
-@dataclass(frozen=True)
-class AuthorizationRequest:
-    """A checked request to /oauth/authorize; the pages carry it along as hidden fields."""
-
-    client_id: str
-    client_name: str | None
-    redirect_uri: str
-    state: str | None
-    code_challenge: str
-    scopes: tuple[str, ...]
-    resource: str
-
-    def fields(self) -> dict[str, str]:
-        """The request as the client sent it, to be re-submitted (and re-checked) by the forms."""
-        out = {
-            "response_type": "code",
-            "client_id": self.client_id,
-            "redirect_uri": self.redirect_uri,
-            "code_challenge": self.code_challenge,
-            "code_challenge_method": "S256",
-            "scope": " ".join(self.scopes),
-            "resource": self.resource,
-        }
-        if self.state is not None:
-            out["state"] = self.state
-        return out
-
-    def fingerprint(self) -> str:
-        """Binds a login ticket to this exact request: it cannot be replayed for another client."""
-        return hashlib.sha256(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class ConsentView:
-    request: AuthorizationRequest
-    ticket: str
-    user_email: str
-    scopes: list[str]
-    namespaces: list[str]
-    checked_namespaces: list[str] = field(default_factory=list)
-
-
-def _scopes_of(raw: str | None) -> tuple[str, ...]:
-    if not raw:
-        return OAUTH_SCOPES
-    # offline_access is how some clients ask for a refresh token; every grant gets one anyway.
-    wanted = [s for s in dict.fromkeys(raw.split()) if s != "offline_access"]
-    unknown = [s for s in wanted if s not in OAUTH_SCOPES]
-    if unknown:
-        raise InvalidScope(f"Unknown scope(s): {' '.join(unknown)}. Supported: {' '.join(OAUTH_SCOPES)}.")
-    return tuple(wanted) or OAUTH_SCOPES
 
 
 class OAuthOps(FacadeBase):
@@ -242,7 +146,7 @@ class OAuthOps(FacadeBase):
         """RFC 7591 registration of a public client. No secret is issued, and none is sent (not even null)."""
         limit = Limit("oauth-register", self._settings.oauth_register_limit)
         await self._limiter.hit(limit, client_address(address), what="client registrations")
-        meta = clients.validate_metadata(body)
+        meta = clients.validate_metadata(body, extra_schemes=self._settings.oauth_extra_redirect_schemes)
         client_id = f"mvc_{uuid.uuid4().hex}"
         async with self._db.unscoped() as s:
             row = await repo.save_client(s, "dcr", client_id, meta)
@@ -255,7 +159,9 @@ class OAuthOps(FacadeBase):
             fresh = row is not None and row.fetched_at is not None and datetime.now(UTC) - row.fetched_at < CIMD_REFRESH
             if not fresh:
                 meta = await clients.fetch_metadata_document(
-                    client_id, allow_insecure=self._settings.oauth_cimd_allow_insecure
+                    client_id,
+                    allow_insecure=self._settings.oauth_cimd_allow_insecure,
+                    extra_schemes=self._settings.oauth_extra_redirect_schemes,
                 )
                 async with self._db.unscoped() as s:
                     row = await repo.save_client(s, "cimd", client_id, meta)
@@ -278,7 +184,9 @@ class OAuthOps(FacadeBase):
             if len(client.redirect_uris) != 1:
                 raise InvalidRedirectUri("redirect_uri is required: the client registered several.")
             redirect_uri = client.redirect_uris[0]
-        elif not clients.redirect_matches(redirect_uri, client.redirect_uris):
+        elif not clients.redirect_matches(
+            redirect_uri, client.redirect_uris, extra_schemes=self._settings.oauth_extra_redirect_schemes
+        ):
             raise InvalidRedirectUri("redirect_uri is not one this client registered.")
         state = params.get("state")
 
@@ -304,7 +212,7 @@ class OAuthOps(FacadeBase):
         if resource.rstrip("/") != self.mcp_resource:
             raise fail(InvalidTarget(f"This server issues tokens only for {self.mcp_resource}."))
         try:
-            scopes = _scopes_of(params.get("scope"))
+            scopes = scopes_of(params.get("scope"))
         except OAuthError as exc:
             raise fail(exc) from exc
         return AuthorizationRequest(
@@ -577,7 +485,7 @@ class OAuthOps(FacadeBase):
             elif row.expires_at < datetime.now(UTC):
                 failure = InvalidGrant("The refresh token has expired.")
             else:
-                requested = set(_scopes_of(form["scope"])) if form.get("scope") else set(grant.scopes)
+                requested = set(scopes_of(form["scope"])) if form.get("scope") else set(grant.scopes)
                 if not requested <= set(grant.scopes):
                     failure = InvalidScope("A refresh cannot widen the granted scopes.")
             if failure is None:
@@ -624,7 +532,7 @@ class OAuthOps(FacadeBase):
     async def _verified(self, raw: str, typ: str, claims: dict[str, Any]) -> dict[str, Any]:
         """Signature (with the key its `kid` names), `typ`, then the claims: `exp` always, and
         each of ``claims`` as required (essential) and, where given, equal to a value."""
-        token = jwt.decode(raw, await self._keyring.verification_keys(_kid(raw)), algorithms=[ALG])
+        token = jwt.decode(raw, await self._keyring.verification_keys(kid_of(raw)), algorithms=[ALG])
         if token.header.get("typ") != typ:
             raise ValueError(f"not a {typ} token")
         options: dict[str, Any] = {"exp": {"essential": True}}
@@ -701,29 +609,6 @@ class OAuthOps(FacadeBase):
             await audit.record(
                 tx.session, tenant_id, actor, "oauth.revoke", target_id=str(grant_id), detail={"reason": reason}
             )
-
-
-class MalformedToken(ValueError):
-    """Whatever a presented token's shape gets wrong; every caller already answers ValueError with 401."""
-
-
-def _kid(raw: str) -> str | None:
-    """The `kid` of a compact JWS, read before its signature is checked. Everything in it is the
-    sender's choice: a header that is JSON but not an object (a list, number, string, null), a `kid`
-    that is not a string, bad base64 or a part count other than three all end as MalformedToken."""
-    parts = raw.split(".")
-    if len(parts) != 3:
-        raise MalformedToken("a JWT has three parts")
-    try:
-        header = json.loads(base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)))
-    except (ValueError, RecursionError) as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
-        raise MalformedToken("the JWT header is not base64url JSON") from exc
-    if not isinstance(header, dict):
-        raise MalformedToken("the JWT header is not a JSON object")
-    kid = header.get("kid")
-    if kid is not None and not isinstance(kid, str):
-        raise MalformedToken("the JWT kid is not a string")
-    return kid
 
 
 def _why(exc: Exception) -> str:
