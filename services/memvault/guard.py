@@ -312,6 +312,29 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(r"(?<![A-Za-z0-9_])mv_[A-Za-z0-9]{40}(?![A-Za-z0-9])"),
         (_not_filler, _mixed_case),
     ),
+    # Five shapes from detect-secrets' vendor rules (see docs/benchmarks.md), with our boundaries.
+    _Rule(
+        Finding("telegram_bot_token", "Telegram bot token"),
+        re.compile(r"(?<![A-Za-z0-9_:-])\d{5,16}:A[A-Za-z0-9_-]{34}(?![A-Za-z0-9_-])"),
+        (_not_filler, _mixed_case),
+    ),
+    _Rule(
+        Finding("discord_bot_token", "Discord bot token"),
+        re.compile(r"(?<![A-Za-z0-9_.-])[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w.-])"),
+        (_not_filler, _mixed_case, _has_digit),
+    ),
+    _Rule(
+        Finding("mailchimp_api_key", "Mailchimp API key"),
+        re.compile(r"(?<![A-Za-z0-9])[0-9a-f]{32}-us\d{1,2}(?![A-Za-z0-9])"),
+    ),
+    _Rule(
+        Finding("azure_storage_key", "Azure storage account key"),
+        re.compile(r"(?i)accountkey=[A-Za-z0-9+/]{86}=="),
+    ),
+    _Rule(
+        Finding("square_oauth_secret", "Square OAuth secret"),
+        re.compile(r"(?<![A-Za-z0-9_-])sq0csp-[A-Za-z0-9_-]{43}"),
+    ),
     _Rule(
         Finding("jwt", "JSON Web Token"),
         re.compile(r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{10,})\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{16,}"),
@@ -375,6 +398,11 @@ _NEEDLES: dict[str, tuple[str, ...]] = {
     "pypi_token": ("pypi-ag",),
     "huggingface_token": ("hf_",),
     "memvault_api_key": ("mv_",),
+    "telegram_bot_token": (":a",),
+    "discord_bot_token": (".",),
+    "mailchimp_api_key": ("-us",),
+    "azure_storage_key": ("accountkey=",),
+    "square_oauth_secret": ("sq0csp-",),
     "jwt": ("eyj",),
     "url_password": ("://",),
     "authorization_header": ("authorization",),
@@ -421,7 +449,7 @@ _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
 # joined one by one and the joins re-checked.
 _SPLIT_TOKEN = re.compile(
     r"(?<![A-Za-z0-9_])(?:(?i:akia|asia)|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[sr]k_(?:live|test)_|sk-"
-    r"|AIza|GOCSPX-|SG\.|SK[0-9a-f]|npm_|pypi-|hf_|mv_|eyJ)[A-Za-z0-9_.-]*(?:[ \t][A-Za-z0-9_.-]+){1,8}"
+    r"|AIza|GOCSPX-|SG\.|SK[0-9a-f]|npm_|pypi-|hf_|mv_|sq0csp-|eyJ)[A-Za-z0-9_.-]*(?:[ \t][A-Za-z0-9_.-]+){1,8}"
 )
 # Base64 (standard or URL-safe) long enough to hold the shortest secret we know (20 characters).
 _BASE64_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")

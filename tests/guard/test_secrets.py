@@ -137,6 +137,23 @@ POSITIVE = [
         "git clone https://deploy:", rand(20, 44), "@git.example.com/org/repo.git", "url_password", id="url-https"
     ),
     pytest.param("memvault key ", "m" + "v_" + rand(40, 45), "", "memvault_api_key", id="memvault"),
+    pytest.param("bot: ", "7201" + "934512:AA" + rand(33, 54, B64URL), "", "telegram_bot_token", id="telegram"),
+    pytest.param(
+        "DISCORD_TOKEN=",
+        "M" + rand(23, 55) + "." + rand(6, 56, B64URL) + "." + rand(27, 57, B64URL),
+        "",
+        "discord_bot_token",
+        id="discord",
+    ),
+    pytest.param("mailchimp ", hexstr(32, 58) + "-us" + "14", "", "mailchimp_api_key", id="mailchimp"),
+    pytest.param(
+        "DefaultEndpointsProtocol=https;AccountName=logs;",
+        "Account" + "Key=" + base64.b64encode(random.Random(59).randbytes(64)).decode(),
+        ";EndpointSuffix=core.windows.net",
+        "azure_storage_key",
+        id="azure-storage",
+    ),
+    pytest.param("square: ", "sq0" + "csp-" + rand(43, 60, B64URL), "", "square_oauth_secret", id="square-oauth"),
     pytest.param("password=", "Xk9#mQ2$" + "vL8pZ4wR", "", "generic_secret", id="generic-password"),
     pytest.param('api_key: "', hexstr(32, 46), '"', "generic_secret", id="generic-hex-api-key"),
     pytest.param("client_secret='", rand(30, 47, B64URL), "'", "generic_secret", id="generic-client-secret"),
@@ -276,6 +293,10 @@ NEGATIVE = [
     pytest.param("Tr0ub4dor&3 is the password from the xkcd comic", id="xkcd-password-prose"),
     pytest.param("password=Summer2024!", id="short-human-password"),
     pytest.param("token: CI-Build-1234", id="short-build-tag"),
+    pytest.param("call 4155550132:Alice at noon", id="digits-colon-word"),
+    pytest.param("Mailchimp keys end in -us14; ours lives in the vault", id="mailchimp-prose"),
+    pytest.param("AccountKey=<storage-account-key>;EndpointSuffix=core.windows.net", id="azure-placeholder"),
+    pytest.param("files: MemvaultQuarterlyReport2024.backup.tar.gz", id="dotted-filename"),
     pytest.param("Q&A about API keys: who owns them & who rotates them?", id="ampersand-prose"),
 ]
 
