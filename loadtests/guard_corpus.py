@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,8 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
+# LoCoMo (CC BY-NC 4.0) is read in place when present, never copied: ordinary conversation prose.
+LOCOMO = [p / "shared" / "datasets" / "locomo" / "locomo10.json" for p in (ROOT.parent, ROOT.parent.parent)]
 sys.path.insert(0, str(ROOT / "services"))
 
 
@@ -94,15 +97,19 @@ def _detect_secrets(vendor_only: bool) -> Callable[[str], bool]:
     return detect
 
 
-def _per_call_us(detect: Callable[[str], object], texts: list[str], repeat: int) -> float:
-    """Best of `repeat` passes over `texts`, in microseconds per call."""
-    best = float("inf")
+def _per_call_us(detectors: list[Callable[[str], object]], texts: list[str], repeat: int) -> list[float]:
+    """Microseconds per call for each detector, the best of `repeat` passes over `texts`; the passes
+    alternate between detectors so that a busy machine slows them alike."""
+    best = [float("inf")] * len(detectors)
+    rounds = max(1, 2000 // (len(texts) * max(1, sum(len(t) for t in texts) // len(texts) // 1000)))
     for _ in range(repeat):
-        start = time.perf_counter()
-        for t in texts:
-            detect(t)
-        best = min(best, time.perf_counter() - start)
-    return best / len(texts) * 1e6
+        for i, detect in enumerate(detectors):
+            start = time.perf_counter()
+            for _ in range(rounds):
+                for t in texts:
+                    detect(t)
+            best[i] = min(best[i], (time.perf_counter() - start) / rounds)
+    return [b / len(texts) * 1e6 for b in best]
 
 
 def _timing_inputs(corpus: list, near_texts: list[str]) -> dict[str, list[str]]:
@@ -113,7 +120,18 @@ def _timing_inputs(corpus: list, near_texts: list[str]) -> dict[str, list[str]]:
     russian = ("Пароль от базы хранится в хранилище секретов, а не в коде. " * 600)[: 32 * 1024]  # noqa: RUF001
     english = " ".join(t for t in near_texts if t.isascii() and " " in t and "%" not in t and "\\" not in t)
     notes = (english * (1 + 32 * 1024 // len(english)))[: 32 * 1024]
-    return {
+    inputs: dict[str, list[str]] = {}
+    locomo = next((p for p in LOCOMO if p.exists()), None)
+    if locomo:
+        turns = [
+            t["text"]
+            for conv in json.loads(locomo.read_text())
+            for k, v in conv["conversation"].items()
+            if k.startswith("session_") and isinstance(v, list)
+            for t in v
+        ]
+        inputs["32 KB conversation (LoCoMo turns, read in place)"] = [" ".join(turns)[: 32 * 1024]]
+    return inputs | {
         "32 KB English notes (the corpus's ASCII prose, placeholders, code)": [notes],
         "128 KB of the same (linear: ~4x the 32 KB row)": [(notes * 4)],
         "32 KB prose (all the corpus's near misses: non-ASCII, escapes, base64)": [prose],
@@ -203,7 +221,7 @@ def main() -> None:
     print("\n| input | " + " | ".join(f"{n} µs/call" for n in detectors) + " | after / before |")
     print("|---|" + "---|" * (len(detectors) + 1))
     for label, texts in _timing_inputs(corpus, near_texts).items():
-        times = [_per_call_us(d, texts, args.repeat) for d in detectors.values()]
+        times = _per_call_us(list(detectors.values()), texts, args.repeat)
         ratio = times[1] / times[0]
         print(f"| {label} | " + " | ".join(f"{t:,.1f}" for t in times) + f" | {ratio:.2f}x |")
 

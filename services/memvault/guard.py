@@ -415,7 +415,10 @@ _RULES_AND_NEEDLES = tuple((rule, _NEEDLES[rule.finding.kind]) for rule in _RULE
 def _scan(text: str) -> Finding | None:
     lowered = text.lower()
     for rule, needles in _RULES_AND_NEEDLES:
-        if not any(needle in lowered for needle in needles):
+        for needle in needles:
+            if needle in lowered:
+                break
+        else:
             continue
         for m in rule.pattern.finditer(text):
             if all(check(m) for check in rule.checks):
