@@ -444,14 +444,17 @@ _HOMOGLYPHS = str.maketrans(
 )
 # Escapes that only hide punctuation: \. \/ \_ (a JWT written for a regex or a JSON string),
 # defanged dots ([.] (.)), and JSON's \u002e.
-_BACKSLASH_PUNCT = re.compile(r"\\+(?=[^\w\s\\])")
+# Only from the start of a run of backslashes, and possessive: a run not followed by punctuation
+# fails once, instead of once per starting position (quadratic on a 32 KB run).
+_BACKSLASH_PUNCT = re.compile(r"(?<!\\)\\++(?=[^\w\s\\])")
 _DEFANGED_DOT = re.compile(r"[\[(]\.[\])]")
 _JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 _PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
 # A vendor prefix followed by chunks a space apart ("AKIAIOSF ODNN7EXAMPLE"): the chunks are
-# joined one by one and the joins re-checked.
+# joined one by one and the joins re-checked. It starts only where a chunk starts (the lookbehind
+# excludes the chunk's own characters), so "-ghp_-ghp_..." is one attempt, not one per prefix.
 _SPLIT_TOKEN = re.compile(
-    r"(?<![A-Za-z0-9_])(?:(?i:akia|asia)|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[sr]k_(?:live|test)_|sk-"
+    r"(?<![A-Za-z0-9_.-])(?:(?i:akia|asia)|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[sr]k_(?:live|test)_|sk-"
     r"|AIza|GOCSPX-|SG\.|SK[0-9a-f]|npm_|pypi-|hf_|mv_|sq0csp-|eyJ)[A-Za-z0-9_.-]*(?:[ \t][A-Za-z0-9_.-]+){1,8}"
 )
 # Base64 (standard or URL-safe) long enough to hold the shortest secret we know (20 characters).
@@ -516,7 +519,7 @@ def _decoded_base64(text: str) -> Iterator[str]:
 # What normalising changes: anything outside ASCII, percent escapes, backslashes, defanged dots and
 # HTML entities. Only the text around them is normalised and checked again, so a 32 KB note with
 # one accented name costs one small window, not a second pass over all of it.
-_DIRTY = re.compile(r"[^\x00-\x7f]+|%[0-9A-Fa-f]{2}|\\|\[\.\]|\(\.\)|&#?[A-Za-z0-9]+;")
+_DIRTY = re.compile(r"[^\x00-\x7f]+|(?:%[0-9A-Fa-f]{2})+|\\+|\[\.\]|\(\.\)|&#?[A-Za-z0-9]+;")
 _WINDOW = 512  # either side of a change: longer than any token the rules know (PEM looks 400 ahead)
 
 

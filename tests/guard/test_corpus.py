@@ -10,8 +10,8 @@ import pytest
 from memvault.guard import find_secret
 from tests.guard.corpus import Sample, build, evaluate
 
-RECALL_FLOOR = 0.98  # measured 0.996 (467/469) at the change that added the corpus
-FALSE_REFUSAL_CEILING = 0.01  # measured 0.000 (0/368)
+RECALL_FLOOR = 0.98  # measured 1.000 (529/529); main 0.599
+FALSE_REFUSAL_CEILING = 0.01  # measured 0.000 (0/368); main 0.000
 
 
 @pytest.fixture(scope="module")
