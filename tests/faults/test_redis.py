@@ -1,4 +1,5 @@
-"""FAULTS: Redis restarted under load with a worker running, and a worker SIGKILLed mid-job.
+"""FAULTS: Redis restarted under load with a worker and the scheduler running, and a worker
+SIGKILLed mid-job.
 
 PostgreSQL is the outbox (docs/workers.md): every event the API acknowledged is extracted exactly
 once, every job ends `succeeded` after one attempt (or, killed mid-job, one more), and nobody has
@@ -57,7 +58,7 @@ async def assert_each_event_extracted_once(api: NamespaceAPI, tenant: Tenant, ac
 
 
 class TestRedisRestart:
-    async def test_redis_restarted_mid_load_loses_no_job_and_the_worker_carries_on(
+    async def test_redis_restarted_mid_load_loses_no_job_and_worker_and_scheduler_carry_on(
         self,
         gateway: tuple[httpx.AsyncClient, NamespaceAPI],
         fault_settings: Settings,
@@ -69,7 +70,16 @@ class TestRedisRestart:
         tenant = await make_tenant(api, "faults")
         log = tmp_path / "worker.log"
         worker = Worker(fault_settings, own_redis.url, log, recover=False, env=SWEEP)
-        processes.append(worker)
+        cron_log = tmp_path / "scheduler.log"
+        cron = Worker(
+            fault_settings,
+            own_redis.url,
+            cron_log,
+            recover=False,
+            command="scheduler",
+            env={"MEMVAULT_SCHEDULER_INTERVAL_S": "1"},
+        )
+        processes.extend([worker, cron])
         accepted: list[dict[str, Any]] = []
         phase = {"name": "up"}
         by_phase: Counter[str] = Counter()
@@ -104,6 +114,7 @@ class TestRedisRestart:
         jobs = await wait_all(client, tenant, [out["job_id"] for out in accepted], [log])
 
         assert worker.proc.poll() is None, f"the worker exited\n{log.read_text()[-3000:]}"
+        assert cron.proc.poll() is None, f"the scheduler exited\n{cron_log.read_text()[-3000:]}"
         assert {j["status"] for j in jobs} == {"succeeded"}, [j for j in jobs if j["status"] != "succeeded"][:3]
         assert {j["attempts"] for j in jobs} == {1}, "some job was run twice"
         await assert_each_event_extracted_once(api, tenant, accepted)
