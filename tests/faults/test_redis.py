@@ -135,7 +135,7 @@ class TestWorkerKilled:
         logs = [tmp_path / "one.log", tmp_path / "two.log"]
         workers = [Worker(fault_settings, own_redis.url, p, recover=False, env=SWEEP) for p in logs]
         processes.extend(workers)
-        messages = long_conversation()
+        messages = long_conversation(300)  # 12 chunks: time to kill it between two
         r = await client.post(
             f"/v1/namespaces/{tenant.namespace}/events",
             json=events_body(f"s-{uuid.uuid4().hex[:8]}", messages),

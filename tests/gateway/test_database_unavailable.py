@@ -8,17 +8,12 @@ import tempfile
 from collections.abc import AsyncIterator
 
 import httpx
-import psycopg
 import pytest
-from sqlalchemy import text
-from sqlalchemy.exc import DBAPIError
 
 from memvault.app import create_app
 from memvault.config import Settings
-from memvault.db.session import Database, unavailable
-from memvault.db.urls import DatabaseUrls, resolve
+from memvault.db.urls import resolve
 from memvault.embeddings.local import LocalEmbedder
-from memvault.errors import DatabaseUnavailable
 from tests.conftest import running
 
 KEY = "mv_" + "a" * 40  # the shape of a key: checking it needs the database
@@ -64,30 +59,3 @@ class TestDatabaseDown:
         assert (await down.get("/healthz")).status_code == 200
         r = await down.get("/readyz")
         assert r.status_code == 503 and r.json()["code"] == "not_ready"
-
-
-class TestWhatCountsAsUnavailable:
-    async def test_a_refused_connection_is_and_a_bad_statement_is_not(self, pg_urls: DatabaseUrls) -> None:
-        db = Database(pg_urls, pooled=False)
-        try:
-            # Passed on as they are: a bug or a slow statement is no reason to tell a client to retry.
-            with pytest.raises(DBAPIError) as bad:
-                async with db.owner() as s:
-                    await s.execute(text("SELECT * FROM no_such_table"))
-            assert not unavailable(bad.value)
-            with pytest.raises(DBAPIError) as slow:
-                async with db.owner() as s:
-                    await s.execute(text("SET LOCAL statement_timeout = 1"))
-                    await s.execute(text("SELECT pg_sleep(1)"))
-            assert isinstance(slow.value.orig, psycopg.errors.QueryCanceled)
-            assert not unavailable(slow.value)
-        finally:
-            await db.dispose()
-        with tempfile.TemporaryDirectory() as nowhere:
-            gone = Database(resolve(f"postgresql://postgres:@/postgres?host={nowhere}", None, "r", embedded=True))
-            try:
-                with pytest.raises(DatabaseUnavailable):
-                    async with gone.owner() as s:
-                        await s.execute(text("SELECT 1"))
-            finally:
-                await gone.dispose()

@@ -22,6 +22,7 @@ from memvault.config import Settings
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import Embedder
+from memvault.errors import DatabaseUnavailable
 from memvault.jobs import QUEUES, queue_for
 from memvault.jobs.runner import JobContext, LoopBoundEmbedder, execute, orphaned_jobs
 
@@ -172,7 +173,10 @@ class ThreadDispatcher:
             while not self._stopping.is_set():
                 try:
                     outcome = execute(self._ctx, tenant_id, job_id)
-                except Exception:  # the database unreachable, say: the row stays for the sweep
+                except DatabaseUnavailable:
+                    log.warning("job %s could not run: the database is not reachable; the sweep retries it", job_id)
+                    return
+                except Exception:  # the row could not even record it: it stays for the sweep
                     log.exception("job %s could not run; the sweep dispatches it again", job_id)
                     return
                 if not outcome.retry or self._stopping.wait(backoff_s(self._ctx.settings, retry)):
@@ -198,7 +202,10 @@ class ThreadDispatcher:
                 await asyncio.sleep(interval_s)
                 try:
                     n = await self.sweep(quiet_for=timedelta(seconds=interval_s))
-                except Exception:  # the database away: the next sweep tries again
+                except DatabaseUnavailable:
+                    log.warning("job sweep skipped: the database is not reachable")
+                    continue
+                except Exception:  # the next sweep tries again
                     log.warning("job sweep failed", exc_info=True)
                     continue
                 if n:

@@ -21,6 +21,7 @@ from memvault.config import Settings
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import Embedder
+from memvault.errors import DatabaseUnavailable
 from memvault.jobs.service import JobOutcome
 from memvault.principal import Principal
 
@@ -141,7 +142,9 @@ def run_job(tenant_id: str, job_id: str) -> dict[str, Any]:
 def _sweep(dispatcher: Any, urls: DatabaseUrls, quiet_for: timedelta) -> None:
     try:
         asyncio.run(dispatcher.sweep(urls, quiet_for=quiet_for))
-    except Exception:  # Redis or the database away: the next sweep tries again
+    except DatabaseUnavailable:
+        log.warning("job sweep skipped: the database is not reachable")
+    except Exception:  # Redis away, say: the next sweep tries again
         log.warning("job sweep failed; the next one tries again", exc_info=True)
 
 
