@@ -92,9 +92,16 @@ class Load:
     events: set[str] = field(default_factory=set)
     refusals: list[tuple[int, str | None, str | None]] = field(default_factory=list)  # status, code, Retry-After
     answered: Counter[int] = field(default_factory=Counter)
+    failed: list[str] = field(default_factory=list)  # why the load stopped: no answer, a body not JSON
     stopping: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:
+            self.failed.append(repr(exc))
+
+    def _run(self) -> None:
         with httpx.Client(base_url=self.base, headers=self.headers, timeout=30) as c:
             i = 0
             while not self.stopping.is_set():
@@ -117,11 +124,21 @@ class Load:
                 i += 1
 
 
-def wait_for(what: str, check: object, run: ServeRun, timeout: float = 60) -> None:
+def wait_for(what: str, check: object, run: ServeRun, timeout: float = 60, load: Load | None = None) -> None:
     deadline = time.monotonic() + timeout
     while not check():  # type: ignore[operator]
+        if load is not None:
+            assert not load.failed, (load.failed, run.logs())
         assert time.monotonic() < deadline, f"{what} did not happen within {timeout} s\n{run.logs()}"
         time.sleep(0.1)
+
+
+def current_postmaster(data_dir: Path) -> int | None:
+    """The postmaster's pid, or None while PostgreSQL replaces a dead one's postmaster.pid."""
+    try:
+        return postmaster_pid(data_dir)
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
 
 
 def status_of(url: str) -> int | None:
@@ -143,21 +160,23 @@ class TestEmbeddedPostgresKilled:
             load = Load(run.base, headers)
             thread = threading.Thread(target=load.run, daemon=True)
             thread.start()
-            wait_for("a few writes", lambda: len(load.stored) >= 10 and load.jobs, run)
+            wait_for("a few writes", lambda: len(load.stored) >= 10 and load.jobs, run, load=load)
 
             killed = postmaster_pid(data_dir)
             os.kill(killed, signal.SIGKILL)
-            wait_for("a refusal", lambda: load.refusals, run)
+            wait_for("a refusal", lambda: load.refusals, run, load=load)
             # Down, or coming back: the process itself is alive and answers.
             assert status_of(f"{run.base}/healthz") == 200
             before = len(load.stored)
             wait_for(
                 "recovery",
-                lambda: postmaster_pid(data_dir) != killed and len(load.stored) >= before + 10,
+                lambda: current_postmaster(data_dir) not in (None, killed) and len(load.stored) >= before + 10,
                 run,
+                load=load,
             )
             load.stopping.set()
             thread.join(60)
+            assert not load.failed, load.failed
 
             assert 500 not in load.answered, (load.answered, run.logs())
             assert {status for status, _, _ in load.refusals} == {503}, load.refusals
