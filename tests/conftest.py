@@ -90,6 +90,9 @@ def settings(pg_urls: DatabaseUrls, redis_url: str, tmp_path_factory: pytest.Tem
         # In-process apps made from these settings would otherwise tick every minute and run other
         # tests' schedules; tests/jobs/test_schedule.py turns the scheduler on where it tests it.
         scheduler_interval_s=0,
+        # Likewise the job sweep would dispatch jobs other tests leave queued on purpose;
+        # tests/faults turns it on where it tests it.
+        job_sweep_interval_s=0,
     )
 
 

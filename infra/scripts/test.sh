@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Install everything the test suite needs, start Redis if nothing answers on 127.0.0.1:6379,
-# lint, and run the whole suite. Extra arguments go to pytest.
+# Install everything the test suite needs (redis-server included), start Redis if nothing answers
+# on 127.0.0.1:6379, lint, and run the whole suite, fault-injection tests included (marker
+# `faults`). Extra arguments go to pytest.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 install_memvault dev
 # The SDK is its own distribution; tests/sdk runs it against the server.
@@ -14,12 +15,15 @@ redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=1).ping()
 PY
 }
 
+# The fault-injection tests (tests/faults) start and kill Redis servers of their own, so the binary
+# is needed even when a Redis already answers on 6379.
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "installing redis-server" >&2
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+fi
+
 if ! redis_up; then
-  if ! command -v redis-server >/dev/null 2>&1; then
-    echo "installing redis-server" >&2
-    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
-    $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
-  fi
   echo "starting redis-server on 127.0.0.1:6379" >&2
   redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
     --dir /tmp --logfile /tmp/memvault-test-redis.log

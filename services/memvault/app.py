@@ -41,7 +41,7 @@ from memvault.oauth.router import users_router
 from memvault.portability.router import router as portability_router
 from memvault.retrieval.rerank import Reranker, build_reranker
 from memvault.retrieval.rewrite import QueryRewriter, build_rewriter
-from memvault.runtime import database_urls
+from memvault.runtime import database_urls, embedded_supervisor
 from memvault.status.router import router as status_router
 from memvault.traces.router import router as traces_router
 
@@ -91,6 +91,9 @@ def create_app(
         ticks: asyncio.Task[None] | None = None
         if not settings.redis_url and settings.scheduler_interval_s > 0:
             ticks = asyncio.create_task(run_in_process(app.state.api, settings.scheduler_interval_s))
+        # The embedded PostgreSQL (no MEMVAULT_DATABASE_URL) is restarted when it dies (db/embedded.py).
+        app.state.supervisor = supervisor = embedded_supervisor(settings)
+        watch = asyncio.create_task(supervisor.run()) if supervisor is not None else None
         await app.state.api.warm_search()
         # Everything loaded so far (modules, the models, the app) lives as long as the process:
         # frozen out of the collector's reach, it is no longer scanned by each full collection,
@@ -104,10 +107,11 @@ def create_app(
         finally:
             # What the app leaves behind on shutdown (a test's, an embedded run's) may be collected.
             gc.unfreeze()
-            if ticks is not None:
-                ticks.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await ticks
+            for task in (ticks, watch):
+                if task is not None:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
             await app.state.api.aclose()
             await jobs.aclose()
             if redis is not None:

@@ -34,6 +34,18 @@ class Settings(BaseSettings):
         "128MB to 8GB) or a size such as 2GB. Applies at the server's next start.",
     )
     db_pool_size: int = Field(default=10, ge=1, description="Connections kept per gateway process.")
+    embedded_supervise_interval_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="How often `memvault serve` checks that its embedded PostgreSQL runs, and restarts it "
+        "if not. 0: not supervised.",
+    )
+    embedded_restart_attempts: int = Field(
+        default=10,
+        ge=1,
+        description="Failed restarts of the embedded PostgreSQL in a row (backing off up to 30 s) before "
+        "`/healthz` fails so that the process itself is restarted.",
+    )
 
     redis_url: str | None = Field(default=None, description="Redis for jobs. Unset: jobs run in-process.")
 
@@ -46,6 +58,12 @@ class Settings(BaseSettings):
     job_timeout_s: int = Field(default=1800, ge=1, description="A job running longer is stopped (RQ workers).")
     job_recover_on_start: bool = Field(
         default=True, description="Re-dispatch jobs a stopped server or worker left queued or running."
+    )
+    job_sweep_interval_s: float = Field(
+        default=15.0,
+        ge=0,
+        description="How often `memvault worker` (with Redis) or `memvault serve` (without) looks for jobs "
+        "that PostgreSQL has as queued or abandoned but no queue holds, and dispatches them again. 0: never.",
     )
     job_cancel_poll_s: float = Field(
         default=1.0, gt=0, description="How often a running job checks whether it was cancelled."

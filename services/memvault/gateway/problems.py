@@ -9,9 +9,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memvault.errors import MemvaultError
+from memvault.db.session import unavailable
+from memvault.errors import DatabaseUnavailable, MemvaultError
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,16 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(MemvaultError)
     async def _memvault(request: Request, exc: MemvaultError) -> JSONResponse:
         return problem_response(request, exc.problem(), exc.response_headers())
+
+    # The database sessions raise DatabaseUnavailable themselves (db/session.py); this catches a
+    # lost connection met outside them, so that it too is a 503 the client may retry, not a 500.
+    @app.exception_handler(DBAPIError)
+    @app.exception_handler(SQLAlchemyTimeoutError)
+    async def _database(request: Request, exc: Exception) -> JSONResponse:
+        if not unavailable(exc):
+            return await _unexpected(request, exc)
+        log.warning("database unreachable on %s %s: %s", request.method, request.url.path, exc)
+        return await _memvault(request, DatabaseUnavailable())
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -143,13 +143,27 @@ async def cancel(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID) -> Jo
     return job
 
 
-async def unfinished(s: AsyncSession, *, queued_before: datetime) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
-    """(tenant, job, kind) of every job left running, or queued since before ``queued_before``,
-    across tenants: for recovery after a crash, so an owner session only."""
+# That no session holds the job's run lock (``run_lock``): read from pg_locks rather than by
+# trying the lock, which would make a runner trying it at that instant skip the job. A bigint
+# advisory key shows as its high half in classid, its low half in objid, with objsubid 1.
+_RUN_LOCK_FREE = text(
+    "NOT EXISTS (SELECT 1 FROM pg_locks l WHERE l.locktype = 'advisory' AND l.objsubid = 1"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    " AND ((l.classid::bigint << 32) | l.objid::bigint) = hashtextextended('memvault:job:' || jobs.id::text, 0))"
+)
+
+
+async def orphans(s: AsyncSession, *, quiet_before: datetime) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
+    """(tenant, job, kind) of every job that no runner holds and that is either `running` (its
+    runner died: the lock went with its connection) or `queued` with no change since
+    ``quiet_before`` (its enqueue failed, or its queue lost it), across tenants, oldest first:
+    for the sweep that dispatches them again, so an owner session only. The caller still checks
+    the queues: a job waiting its turn there is not an orphan."""
     rows = await s.execute(
         select(Job.tenant_id, Job.id, Job.kind)
         .where(
-            (Job.status == "running") | ((Job.status == "queued") & (Job.created_at < queued_before)),
+            (Job.status == "running") | ((Job.status == "queued") & (Job.updated_at < quiet_before)),
+            _RUN_LOCK_FREE,
         )
         .order_by(Job.created_at)
     )

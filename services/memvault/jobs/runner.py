@@ -21,6 +21,7 @@ from memvault.config import Settings
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import Embedder
+from memvault.errors import DatabaseUnavailable
 from memvault.jobs.service import JobOutcome
 from memvault.principal import Principal
 
@@ -84,8 +85,9 @@ async def _execute(ctx: JobContext, tenant_id: uuid.UUID, job_id: uuid.UUID) -> 
     return outcome
 
 
-async def unfinished_jobs(urls: DatabaseUrls, *, queued_for: timedelta) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
-    """Jobs a stopped runner left behind: running, or queued for longer than ``queued_for``.
+async def orphaned_jobs(urls: DatabaseUrls, *, quiet_for: timedelta) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
+    """Jobs no runner holds: left `running` by a runner that died, or `queued` and unchanged for
+    ``quiet_for`` (see ``repository.orphans``).
 
     Reads every tenant's jobs, so it uses the owner connection; it returns ids only, and each job
     then runs as its own tenant."""
@@ -94,7 +96,7 @@ async def unfinished_jobs(urls: DatabaseUrls, *, queued_for: timedelta) -> list[
     db = Database(urls, pooled=False)
     try:
         async with db.owner() as s:
-            return await repo.unfinished(s, queued_before=datetime.now(UTC) - queued_for)
+            return await repo.orphans(s, quiet_before=datetime.now(UTC) - quiet_for)
     finally:
         await db.dispose()
 
@@ -137,27 +139,82 @@ def run_job(tenant_id: str, job_id: str) -> dict[str, Any]:
     return {"status": outcome.status, **outcome.result}
 
 
+def _sweep(dispatcher: Any, urls: DatabaseUrls, quiet_for: timedelta) -> None:
+    try:
+        asyncio.run(dispatcher.sweep(urls, quiet_for=quiet_for))
+    except DatabaseUnavailable:
+        log.warning("job sweep skipped: the database is not reachable")
+    except Exception:  # Redis away, say: the next sweep tries again
+        log.warning("job sweep failed; the next one tries again", exc_info=True)
+
+
+def _sweep_every(dispatcher: Any, urls: DatabaseUrls, interval_s: float, stopping: threading.Event) -> None:
+    """The worker's sweep thread: every ``interval_s``, if no other worker has swept meanwhile,
+    enqueue again the jobs PostgreSQL has as queued or abandoned and no queue holds."""
+    while not stopping.wait(interval_s):
+        try:
+            turn = dispatcher.take_sweep_turn(interval_s)
+        except Exception:
+            log.warning("job sweep skipped: Redis does not answer", exc_info=True)
+            continue
+        if turn:
+            _sweep(dispatcher, urls, timedelta(seconds=interval_s))
+
+
 def serve_worker(settings: Settings, queues: Sequence[str]) -> None:
-    """`memvault worker`: load the model, re-enqueue what a stopped worker left, then take jobs.
+    """`memvault worker`: load the model, enqueue again what stopped workers or a failed enqueue
+    left, then take jobs until SIGTERM or SIGINT, sweeping for such jobs every
+    ``job_sweep_interval_s``.
 
     A SimpleWorker runs jobs in this process rather than a fork per job: the embedding model is
     loaded once, and torch is not carried across a fork. A SIGKILL mid-job leaves its row
-    `running`; the next worker's start finds it, and its advisory lock (gone with the dead
-    connection) shows nobody runs it."""
+    `running`; the sweep finds it, and its advisory lock (gone with the dead connection) shows
+    nobody runs it. When Redis goes away RQ's loop ends; this one starts it again, backing off
+    from 1 s to 30 s, instead of exiting."""
+    import signal
+    import time
+
     from redis import Redis
-    from rq import SimpleWorker
+    from redis.exceptions import RedisError
+    from rq import Queue, SimpleWorker
 
     from memvault.jobs.dispatch import RQDispatcher
 
     ctx = worker_context(settings)
     dispatcher = RQDispatcher(settings)
+    stopping = threading.Event()
+
+    class Worker(SimpleWorker):
+        def request_stop(self, signum: int, frame: Any) -> None:
+            stopping.set()  # a warm shutdown asked for: the loop below must not start RQ again
+            super().request_stop(signum, frame)
+
     if settings.job_recover_on_start:
-        # Queued jobs younger than this are most likely still on their queue.
-        left = asyncio.run(unfinished_jobs(ctx.urls, queued_for=timedelta(minutes=5)))
-        for tenant_id, job_id, kind in left:
-            dispatcher.enqueue(tenant_id, job_id, kind, recovery=True)
-        if left:
-            log.info("re-enqueued %d unfinished jobs", len(left))
+        _sweep(dispatcher, ctx.urls, timedelta(0))
+    if settings.job_sweep_interval_s > 0:
+        threading.Thread(
+            target=_sweep_every,
+            args=(dispatcher, ctx.urls, settings.job_sweep_interval_s, stopping),
+            name="memvault-job-sweep",
+            daemon=True,
+        ).start()
     conn = Redis.from_url(settings.redis_url or "")
-    worker = SimpleWorker([dispatcher.queue(name) for name in queues], connection=conn)
-    worker.work(with_scheduler=True)
+    backoff = 1.0
+    while not stopping.is_set():
+        began = time.monotonic()
+        worker = Worker([Queue(name, connection=conn) for name in queues], connection=conn)
+        try:
+            worker.work(with_scheduler=True)
+        except RedisError as exc:
+            log.warning("worker lost Redis: %s", exc)
+        if stopping.is_set():
+            break
+        # RQ's signal handlers outlive its loop and would raise in the wait: ours only stop.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stopping.set())
+        if time.monotonic() - began > 60:
+            backoff = 1.0
+        log.warning("the RQ worker loop ended without a stop request; starting it again in %.0f s", backoff)
+        stopping.wait(backoff)
+        backoff = min(backoff * 2, 30.0)
+    stopping.set()

@@ -53,21 +53,40 @@ async def _tick(ctx: JobContext) -> dict[str, Any]:
 
 def serve_scheduler(settings: Settings) -> None:
     """`memvault scheduler`: RQ's CronScheduler, enqueueing ``run_tick`` every interval until
-    SIGTERM or SIGINT. One is enough; a second only makes ticks that find nothing left to queue."""
+    SIGTERM or SIGINT. One is enough; a second only makes ticks that find nothing left to queue.
+    When Redis goes away RQ's loop raises; this one starts it again, backing off from 1 s to 30 s,
+    instead of exiting (a tick missed meanwhile is made up by the next: due is due)."""
+    import time
+
     from redis import Redis
+    from redis.exceptions import RedisError
     from rq.cron import CronScheduler
+    from rq.exceptions import StopRequested
 
     conn = Redis.from_url(settings.redis_url or "")
-    cron = CronScheduler(connection=conn, logging_level=settings.log_level.upper())
-    cron.register(
-        run_tick,
-        QUEUE,
-        interval=settings.scheduler_interval_s,
-        job_timeout=TICK_TIMEOUT_S,
-        result_ttl=TICK_RESULT_TTL_S,
-        failure_ttl=TICK_FAILURE_TTL_S,
-    )
-    cron.start()
+    backoff = 1.0
+    while True:
+        cron = CronScheduler(connection=conn, logging_level=settings.log_level.upper())
+        cron.register(
+            run_tick,
+            QUEUE,
+            interval=settings.scheduler_interval_s,
+            job_timeout=TICK_TIMEOUT_S,
+            result_ttl=TICK_RESULT_TTL_S,
+            failure_ttl=TICK_FAILURE_TTL_S,
+        )
+        began = time.monotonic()
+        try:
+            cron.start()
+            return  # stopped by a signal
+        except RedisError as exc:
+            log.warning("scheduler lost Redis: %s; starting again in %.0f s", exc, backoff)
+        try:
+            # RQ's signal handlers are still installed: a stop now raises StopRequested here.
+            time.sleep(backoff)
+        except StopRequested:
+            return
+        backoff = 1.0 if time.monotonic() - began > 60 else min(backoff * 2, 30.0)
 
 
 async def run_in_process(api: NamespaceAPI, interval_s: float) -> None:

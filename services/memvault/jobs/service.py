@@ -194,6 +194,7 @@ class JobOps(FacadeBase):
                     existing = await repo.get(tx.session, p.tenant_id, job_id)
             if job is None:
                 return JobOutcome("skipped", {"reason": existing.status if existing else "no such job"})
+            log.info("job %s (%s) attempt %d started", job_id, job.kind, job.attempts)
             if job.cancel_requested_at is not None:
                 # Asked to stop while a runner that has since died was running it: stop here.
                 async with self._db.tenant_tx(p.tenant_id) as tx:

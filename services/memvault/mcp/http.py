@@ -91,17 +91,13 @@ async def _challenge(scope: Scope, send: Send, exc: MemvaultError, base: str) ->
     if rid:
         body["request_id"] = rid
     raw = json.dumps(body).encode()
-    error = "invalid_token" if exc.code != MissingCredentials.code else None
-    challenge = base + (f', error="{error}"' if error else "")
-    await send(
-        {
-            "type": "http.response.start",
-            "status": exc.status,
-            "headers": [
-                (b"content-type", b"application/problem+json"),
-                (b"content-length", str(len(raw)).encode()),
-                (b"www-authenticate", challenge.encode()),
-            ],
-        }
-    )
+    headers = [(b"content-type", b"application/problem+json"), (b"content-length", str(len(raw)).encode())]
+    if exc.status < 500:
+        error = "invalid_token" if exc.code != MissingCredentials.code else None
+        headers.append((b"www-authenticate", (base + (f', error="{error}"' if error else "")).encode()))
+    else:
+        # The credential could not be checked (the database away, say): no challenge, since it may
+        # be valid; the client retries after the pause, as on the REST door.
+        headers += [(k.lower().encode(), v.encode()) for k, v in exc.response_headers().items()]
+    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
     await send({"type": "http.response.body", "body": raw})

@@ -5,10 +5,15 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from memvault.api import Health
-from memvault.errors import NotReady
+from memvault.errors import NotReady, Unavailable
 from memvault.gateway.deps import Api, current_principal
 
 router = APIRouter(tags=["status"])
+
+
+class NotLive(Unavailable):
+    code = "not_live"
+    title = "Not live"
 
 
 def _redis_state(health: Health) -> dict[str, bool | None]:
@@ -17,8 +22,17 @@ def _redis_state(health: Health) -> dict[str, bool | None]:
 
 
 @router.get("/healthz", include_in_schema=False)
-async def healthz() -> dict[str, str]:
-    """Liveness: the process answers. Readiness is /readyz; dependencies are in /v1/status."""
+async def healthz(request: Request) -> dict[str, str]:
+    """Liveness: the process answers and can still recover. Readiness is /readyz; dependencies are
+    in /v1/status. A database that is down is not a liveness failure (it comes back, or readiness
+    keeps traffic away), unless the embedded one could not be restarted: then only restarting the
+    process helps, and 503 ``not_live`` asks the orchestrator to do it."""
+    supervisor = getattr(request.app.state, "supervisor", None)
+    if supervisor is not None and supervisor.gave_up:
+        raise NotLive(
+            "The embedded PostgreSQL died and could not be restarted; restart this process.",
+            extra={"database": {"ok": False, "restart_attempts": supervisor.failures}},
+        )
     return {"status": "ok"}
 
 
