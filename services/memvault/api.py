@@ -27,7 +27,6 @@ from memvault.events.service import EventOps
 from memvault.extraction.service import ExtractionOps
 from memvault.facade import FacadeBase, NamespaceNotFound
 from memvault.forget.service import ForgetOps
-from memvault.guard import ensure_no_secrets
 from memvault.idempotency.service import IdempotencyOps
 from memvault.jobs.service import JobOps
 from memvault.keys import repository as keys_repo
@@ -176,7 +175,6 @@ class NamespaceAPI(
     async def create_namespace(self, p: Principal, body: NamespaceIn) -> NamespaceOut:
         """Create a namespace: an isolated memory space inside the tenant."""
         p.require("admin", body.name)
-        ensure_no_secrets(body.description, field="description")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             ns = await ns_repo.create(tx.session, p.tenant_id, body.name, body.description)
             if ns is None:
@@ -203,7 +201,6 @@ class NamespaceAPI(
     async def update_namespace(self, p: Principal, name: str, patch: NamespacePatch) -> NamespaceOut:
         """Change a namespace's description or settings (search defaults, periodic maintenance)."""
         p.require("admin", name)
-        ensure_no_secrets(patch.description, field="description")
         given = patch.model_fields_set
         async with self._db.tenant_tx(p.tenant_id) as tx:
             ns = await self._namespace(tx, p, name)

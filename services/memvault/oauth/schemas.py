@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memvault.fields import NOT_STORED, Body
 
 OAuthScope = Literal["read", "write"]
 # What an OAuth client may be granted: memory access, never administration of the tenant.
 OAUTH_SCOPES: tuple[OAuthScope, ...] = ("read", "write")
 
 
-class UserIn(BaseModel):
+class UserIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     email: str = Field(min_length=3, max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")
-    password: str = Field(min_length=1, max_length=1024, description="At least 10 characters; stored as Argon2id.")
+    password: Annotated[str, NOT_STORED] = Field(
+        min_length=1, max_length=1024, description="At least 10 characters; stored as Argon2id."
+    )
     name: str = Field(default="", max_length=200)
     scopes: list[OAuthScope] = Field(
         default_factory=lambda: ["read", "write"], min_length=1, description="The most a client may be granted."

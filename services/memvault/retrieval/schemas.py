@@ -4,6 +4,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from memvault.fields import Body
 from memvault.memories.schemas import MemoryFilters, MemoryOut, Timestamp, no_nul
 
 # Fusion channels: two retrieve candidates (dense, lexical); the rest rank those candidates.
@@ -47,7 +48,10 @@ def check_weights(v: dict[str, float] | None) -> dict[str, float] | None:
     return v
 
 
-class SearchIn(BaseModel):
+class SearchIn(Body):
+
+    guard_secrets = False  # never stored: it only selects what to read or forget
+
     model_config = ConfigDict(extra="forbid")
 
     query: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(no_nul)]
