@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -315,7 +316,8 @@ class NamespaceAPI(
         p.require("admin", namespace)
         before_id: int | None = None
         if cursor is not None:
-            if not cursor.isdigit():
+            # Entry ids are bigints: ASCII digits below 2**63, or the database refuses the comparison.
+            if not re.fullmatch(r"[0-9]{1,19}", cursor) or int(cursor) >= 2**63:
                 raise InvalidInput("cursor is not one this API returned", extra={"field": "cursor"})
             before_id = int(cursor)
         async with self._db.tenant_tx(p.tenant_id) as tx:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ValidationError, ValidationInfo, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from memvault.errors import InvalidInput, MemvaultError
@@ -53,6 +53,21 @@ def check_text(s: str, *, limit: int = MAX_TEXT) -> None:
         raise ValueError(f"must be at most {limit} characters")
 
 
+# PostgreSQL stores importance and confidence as `real`: a smaller non-zero value underflows on write
+# (1e-300 was a 500), and ranking must never multiply two tiny ones in single precision either.
+REAL_MIN = 1.1754943508222875e-38  # the smallest normal single-precision value
+
+
+def _real_unit(v: float) -> float:
+    if 0 < v < REAL_MIN:
+        raise ValueError(f"must be 0 or at least {REAL_MIN:.2g} (single precision)")
+    return v
+
+
+# A weight between 0 and 1 that the database can hold: importance, confidence.
+UnitFloat = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), AfterValidator(_real_unit)]
+
+
 def check_value(value: Any, depth: int = 1) -> None:
     """The text rule over a JSON-like value: every string and dict key, finite numbers, bounded depth.
     Models nested inside are `Body`s that checked themselves."""
@@ -77,6 +92,8 @@ class Body(BaseModel):
     """Base of every request model: the text rule on every field, and the secrets guard unless the
     model is never stored (`guard_secrets = False`) or the field is `NOT_STORED`."""
 
+    # Errors travel to logs and to MCP clients as text: never with the refused value (a secret) in them.
+    model_config = ConfigDict(hide_input_in_errors=True)
     guard_secrets: ClassVar[bool] = True
 
     @field_validator("*", mode="after")

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from memvault.fields import Body
+from memvault.fields import Body, UnitFloat
 from memvault.memories.schemas import MemoryType, Metadata, Timestamp, no_nul
 
 MAX_ALIASES = 50
@@ -112,7 +112,7 @@ class RelationIn(Body):
     target_id: uuid.UUID
     valid_from: Timestamp = None
     valid_to: Timestamp = None
-    confidence: float = Field(default=1.0, ge=0, le=1)
+    confidence: UnitFloat = 1.0
     metadata: Metadata = Field(default_factory=dict)
 
     # Field validators rather than one model validator, so the problem names the field at fault.

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from memvault.fields import MAX_DEPTH, Body, check_text, check_value
+from memvault.fields import MAX_DEPTH, Body, UnitFloat, check_text, check_value
 
 MAX_METADATA_BYTES = 16_384
 MAX_METADATA_DEPTH = MAX_DEPTH
@@ -126,8 +126,8 @@ class MemoryIn(_ValidRange):
         default_factory=list, max_length=500, description="Events it was extracted from (provenance)."
     )
     metadata: Metadata = Field(default_factory=dict)
-    importance: float = Field(default=0.5, ge=0, le=1)
-    confidence: float = Field(default=1.0, ge=0, le=1)
+    importance: UnitFloat = 0.5
+    confidence: UnitFloat = 1.0
     state: MemoryState = MemoryState.stable
     valid_from: Timestamp = None
     valid_to: Timestamp = None
@@ -162,8 +162,8 @@ class MemoryPatch(_ValidRange):
     agent_id: OwnerId = None
     session_id: OwnerId = None
     metadata: Metadata | None = None
-    importance: float | None = Field(default=None, ge=0, le=1)
-    confidence: float | None = Field(default=None, ge=0, le=1)
+    importance: UnitFloat | None = None
+    confidence: UnitFloat | None = None
     state: MemoryState | None = None
     valid_from: Timestamp = None
     valid_to: Timestamp = None

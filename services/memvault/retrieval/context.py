@@ -39,7 +39,6 @@ def estimate_tokens(text: str) -> int:
 
 
 class ContextIn(Body):
-
     guard_secrets = False  # never stored: it only selects what to read or forget
 
     model_config = ConfigDict(extra="forbid")

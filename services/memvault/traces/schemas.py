@@ -130,7 +130,6 @@ class TracePage(BaseModel):
 
 
 class TraceSearchIn(Body):
-
     guard_secrets = False  # never stored: it only selects what to read or forget
 
     model_config = ConfigDict(extra="forbid")
