@@ -7,6 +7,7 @@ covered without anyone remembering."""
 from __future__ import annotations
 
 import types
+import uuid
 import typing
 from typing import Any
 
@@ -23,6 +24,8 @@ from tests.memories.test_router import problem
 NS = "/v1/namespaces/default"
 AWS_ID = "AK" + "IA" + "IOSFODNN7EXAMPLE"  # AWS's documented sample key id, assembled so no scanner trips
 SECRET = f"key {AWS_ID}"
+# Emails are unique across tenants today (issue 27 item 10): one per test run.
+EMAIL = f"ana-{uuid.uuid4().hex[:8]}@example.com"
 
 # Request models that are never stored: they select or search. Anything else that opts out of the
 # secrets guard must be added here on purpose.
@@ -86,9 +89,9 @@ class TestTextRule:
             ("/v1/namespaces", {"name": "notes", "description": "a\x00b"}, "description"),
             (NS, {"description": "a\x00b"}, "description"),
             ("/v1/keys", {"name": "ci\x00"}, "name"),
-            ("/v1/users", {"email": "ana@example.com", "password": "long enough pw", "name": "A\x00"}, "name"),
-            ("/v1/users", {"email": "a\x00na@example.com", "password": "long enough pw"}, "email"),
-            ("/v1/users", {"email": "ana@example.com", "password": "long\x00enough pw"}, "password"),
+            ("/v1/users", {"email": EMAIL, "password": "long enough pw", "name": "A\x00"}, "name"),
+            ("/v1/users", {"email": "a\x00" + EMAIL, "password": "long enough pw"}, "email"),
+            ("/v1/users", {"email": EMAIL, "password": "long\x00enough pw"}, "password"),
             (f"{NS}/memories", {"content": "x", "metadata": {"k\x00": 1}}, "metadata"),
             (f"{NS}/entities", {"name": "Ana", "type": "person", "aliases": ["a\x00"]}, "aliases"),
         ],
@@ -149,7 +152,7 @@ class TestSecretsInEveryStoredString:
                 "user_id",
             ),
             ("/v1/keys", {"name": SECRET}, "name"),
-            ("/v1/users", {"email": "ana@example.com", "password": "long enough pw", "name": SECRET}, "name"),
+            ("/v1/users", {"email": EMAIL, "password": "long enough pw", "name": SECRET}, "name"),
             ("/v1/namespaces", {"name": "notes", "description": SECRET}, "description"),
             (f"{NS}/traces", {"task": "deploy", "user_id": SECRET}, "user_id"),
         ],
@@ -169,7 +172,7 @@ class TestSecretsInEveryStoredString:
 
     async def test_a_password_is_not_a_refused_secret(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
         # The password is hashed, never stored: a strong one may look like a token.
-        body = {"email": "ana@example.com", "password": "password=Xk9#mQ2$vL8pZ4wR"}
+        body = {"email": f"pw-{EMAIL}", "password": "password=Xk9#mQ2$vL8pZ4wR"}
 
         r = await client.post("/v1/users", json=body, headers=tenant_a.headers)
 
