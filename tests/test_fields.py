@@ -7,8 +7,8 @@ covered without anyone remembering."""
 from __future__ import annotations
 
 import types
-import uuid
 import typing
+import uuid
 from typing import Any
 
 import httpx

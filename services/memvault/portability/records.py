@@ -19,7 +19,7 @@ from pydantic import AfterValidator, ConfigDict, Field, JsonValue, field_validat
 from memvault.entities.schemas import EntityIn, RelationIn
 from memvault.events.schemas import MessageIn, SessionId
 from memvault.fields import Body
-from memvault.memories.schemas import Content, MemoryIn, OwnerId, ScopeLevel, Timestamp
+from memvault.memories.schemas import Content, MemoryIn, OwnerId, ScopeLevel, Timestamp, _utc
 from memvault.traces.schemas import MAX_STEPS, TraceIn, TraceStatus, TraceStepIn
 
 # Clocks of the exporting and importing servers may disagree a little; beyond that a record time
@@ -43,6 +43,7 @@ def _snapshot_size(v: dict[str, Any]) -> dict[str, Any]:
 
 
 RecordTime = Annotated[Timestamp, AfterValidator(_not_future)]
+Stamp = Annotated[datetime, AfterValidator(_utc), AfterValidator(_not_future)]  # a record time that must be given
 Creator = Annotated[str | None, Field(default=None, max_length=200, description="Read, not kept.")]
 Vector = Annotated[list[float] | None, Field(default=None, max_length=MAX_DIM)]
 ModelId = Annotated[str | None, Field(default=None, max_length=200)]
@@ -78,8 +79,8 @@ class SessionRecord(Body):
 
     id: SessionId
     user_id: OwnerId = None
-    started_at: RecordTime
-    last_event_at: RecordTime
+    started_at: Stamp
+    last_event_at: Stamp
     message_count: int = Field(default=0, ge=0, le=2**31 - 1)
     created_at: RecordTime = None
     updated_at: RecordTime = None
@@ -111,7 +112,7 @@ class HistoryRecord(Body):
 
     action: Literal["created", "superseded", "updated", "promoted", "archived", "merged"]
     actor: str = Field(min_length=1, max_length=200)
-    at: RecordTime
+    at: Stamp
     changed_fields: list[Annotated[str, Field(max_length=64)]] = Field(default_factory=list, max_length=64)
     snapshot: Annotated[dict[str, JsonValue], AfterValidator(_snapshot_size)] = Field(default_factory=dict)
 

@@ -73,7 +73,8 @@ class TraceStepIn(Body):
 
     @model_validator(mode="after")
     def _not_empty(self) -> TraceStepIn:
-        if all(getattr(self, name) is None for name in type(self).model_fields):
+        # TraceStepIn's own fields: an import's step record adds seq and time, which are not content.
+        if all(getattr(self, name) is None for name in TraceStepIn.model_fields):
             raise ValueError(
                 "a step needs at least one of thought, action, observation, tool_name, tool_args, tool_result"
             )
