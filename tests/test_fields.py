@@ -17,7 +17,8 @@ from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import BaseModel
 
 from memvault.fields import NOT_STORED, Body
-from memvault.oauth.schemas import UserIn
+from memvault.oauth.schemas import ClientMetadataIn, UserIn
+from memvault.portability.records import RECORDS
 from tests.conftest import Tenant
 from tests.memories.test_router import problem
 
@@ -66,6 +67,14 @@ class TestEveryRequestModelIsABody:
 
         assert len(models) >= 20  # the walk finds the bodies at all
         assert sorted(m.__name__ for m in models if not issubclass(m, Body)) == []
+
+    def test_models_the_other_doors_validate_are_bodies(self) -> None:
+        # Import records and OAuth client metadata are read from raw bodies, not route parameters.
+        models = set().union(*(_models(m) for m in (ClientMetadataIn, *RECORDS.values())))
+
+        assert len(models) >= 8
+        assert sorted(m.__name__ for m in models if not issubclass(m, Body)) == []
+        assert all(m.guard_secrets for m in models if issubclass(m, Body))
 
     def test_only_the_listed_models_skip_the_secrets_guard(self, app: Any) -> None:
         skipping = {m.__name__ for m in request_models(app) if not m.guard_secrets}  # type: ignore[attr-defined]
@@ -201,3 +210,55 @@ class TestUnreadableBodies:
         r = await client.post(f"{NS}/search", json={"query": "   "}, headers=tenant_a.headers)
 
         assert problem(r, 422, "validation_error")["field"] == "query"
+
+
+class TestClientMetadata:
+    """Dynamic client registration is open to anyone: what it stores is bounded and guarded too."""
+
+    BASE = {"redirect_uris": ["http://127.0.0.1/callback"], "client_name": "Probe"}
+
+    @pytest.mark.parametrize(
+        "extra",
+        [
+            {"contacts": [f"ops{i}@example.com" for i in range(40_000)]},
+            {"contacts": ["x" * 200_000]},
+            {"client_name": "n" * 10_000},
+            {"client_uri": "https://example.com/" + "a" * 100_000},
+            {"client_name": SECRET},
+            {"contacts": [SECRET]},
+            {"policy_uri": "https://app:Xk9mQ2vL8pZ4wR7t@example.com/policy"},
+            {"client_name": "Pro\x00be"},
+        ],
+        ids=[
+            "1mb-contacts",
+            "long-contact",
+            "long-name",
+            "long-uri",
+            "secret-name",
+            "secret-contact",
+            "url-pw",
+            "nul",
+        ],
+    )
+    async def test_refused(self, client: httpx.AsyncClient, extra: dict[str, Any]) -> None:
+        r = await client.post("/oauth/register", json={**self.BASE, **extra})
+
+        assert r.status_code == 400, r.text[:300]
+        assert r.json()["error"] == "invalid_client_metadata"
+        assert AWS_ID not in r.text and "Xk9mQ2vL8pZ4wR7t" not in r.text
+
+    async def test_lone_surrogate_is_refused(self, client: httpx.AsyncClient) -> None:
+        raw = '{"redirect_uris": ["http://127.0.0.1/callback"], "software_id": "\\ud800"}'
+
+        r = await client.post("/oauth/register", content=raw, headers={"content-type": "application/json"})
+
+        assert r.status_code == 400, r.text[:300]
+        assert r.json()["error"] == "invalid_client_metadata"
+
+    async def test_ordinary_metadata_is_registered(self, client: httpx.AsyncClient) -> None:
+        body = {**self.BASE, "contacts": ["ops@example.com"], "client_uri": "https://example.com"}
+
+        r = await client.post("/oauth/register", json=body)
+
+        assert r.status_code == 201, r.text
+        assert r.json()["contacts"] == ["ops@example.com"]

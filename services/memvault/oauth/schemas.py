@@ -71,3 +71,26 @@ class AccountOut(BaseModel):
     users: int
     clients: list[ClientOut] = Field(description="OAuth clients that hold or held a grant in this tenant.")
     grants: list[GrantOut]
+
+
+MetaText = Annotated[str, Field(max_length=200)]
+MetaUri = Annotated[str, Field(max_length=2000)]
+
+
+class ClientMetadataIn(Body):
+    """The RFC 7591 fields a registration or client metadata document may carry that memvault
+    stores and shows (the consent page, /v1/account), bounded: anyone may register, so an unbounded
+    field is free storage (a 1 MB `contacts` list was accepted). Fields not listed are dropped."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    client_name: MetaText | None = None
+    client_uri: MetaUri | None = None
+    logo_uri: MetaUri | None = None
+    tos_uri: MetaUri | None = None
+    policy_uri: MetaUri | None = None
+    contacts: list[Annotated[str, Field(max_length=254)]] | None = Field(default=None, max_length=10)
+    software_id: MetaText | None = None
+    software_version: MetaText | None = None
+    scope: MetaText | None = None
+    application_type: Annotated[str, Field(max_length=32)] | None = None
