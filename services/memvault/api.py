@@ -23,7 +23,7 @@ from memvault.audit.schemas import AuditEntryOut, AuditPage
 from memvault.db.session import TenantTx
 from memvault.embeddings import EmbeddingUnavailable
 from memvault.entities.service import EntityOps
-from memvault.errors import Conflict, Forbidden, InvalidInput, NotFound, Unauthenticated
+from memvault.errors import Conflict, InvalidInput, NotFound, Unauthenticated
 from memvault.events.service import EventOps
 from memvault.extraction.service import ExtractionOps
 from memvault.facade import FacadeBase, NamespaceNotFound
@@ -254,12 +254,9 @@ class NamespaceAPI(
     async def create_key(self, p: Principal, body: KeyIn, *, operator: bool = False) -> KeyCreated:
         """Create an API key. The key is in the response once and never again. ``operator`` (CLI
         only) adds the scope that writes system-wide memories."""
-        p.require("admin")
+        p.require_reach("admin", body.namespaces)
         if operator:
             p.require(OPERATOR)
-        if not p.covers(body.namespaces):
-            # A key limited to some namespaces cannot mint one that reaches further.
-            raise Forbidden("A namespace-limited key can only create keys limited to its own namespaces.")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             row, raw = await keys_repo.create(
                 tx.session,
@@ -292,9 +289,8 @@ class NamespaceAPI(
             row = await keys_repo.revoke(tx.session, p.tenant_id, key_id)
             if row is None:
                 raise KeyNotFound(f"No API key with id {key_id}.")
-            if not p.covers(row.namespaces):
-                # Raised inside the transaction, so the revocation rolls back.
-                raise Forbidden("A namespace-limited key can only revoke keys limited to its own namespaces.")
+            # Raised inside the transaction, so the revocation rolls back.
+            p.require_reach("admin", row.namespaces)
             await audit.record(tx.session, p.tenant_id, p.subject, "key.revoke", target_id=str(key_id))
         return KeyOut.model_validate(row)
 

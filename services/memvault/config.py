@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memvault.db.embedded import SIZE_PATTERN
+from memvault.ratelimit import check_spec
 
 
 class Settings(BaseSettings):
@@ -177,6 +178,31 @@ class Settings(BaseSettings):
         default=False,
         description="Fetch client metadata documents over http:// and from private addresses (local testing only).",
     )
+    oauth_extra_redirect_schemes: list[str] = Field(
+        default_factory=lambda: ["cursor"],
+        description="App redirect schemes allowed although not reverse-domain (RFC 8252 §7.1). Cursor signs in "
+        "at cursor://anysphere.cursor-mcp/...; PKCE keeps a code sent to an impostor claiming the scheme useless.",
+    )
+
+    # Rate limits (memvault.ratelimit): the limits library's notation, tiers separated by ';'. Counted
+    # in Redis when redis_url is set (shared by replicas), in memory otherwise.
+    signin_limit_per_address: str = Field(
+        default="30/minute;300/hour", description="Sign-in attempts from one address (IPv6: one /64), any account."
+    )
+    signin_limit_per_account: str = Field(
+        default="5/minute;20/hour;100/day",
+        description="Sign-in attempts for one email from one address. Keyed by both, so a stranger elsewhere cannot "
+        "lock the owner out; the later tiers are the backoff.",
+    )
+    oauth_register_limit: str = Field(default="20/minute;200/hour", description="Client registrations per address.")
+    oauth_token_limit: str = Field(default="60/minute;1000/hour", description="Token requests per address.")
+
+    @field_validator(
+        "signin_limit_per_address", "signin_limit_per_account", "oauth_register_limit", "oauth_token_limit"
+    )
+    @classmethod
+    def _rate_limit(cls, v: str) -> str:
+        return check_spec(v)
 
     # First start of an empty database.
     bootstrap_tenant: str = Field(default="default", description="Tenant created on first start.")

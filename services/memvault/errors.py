@@ -28,6 +28,10 @@ class MemvaultError(Exception):
         body.update(self.extra)
         return body
 
+    def response_headers(self) -> dict[str, str]:
+        """HTTP headers the answer carries (e.g. Retry-After on a 429)."""
+        return {}
+
 
 class Unauthenticated(MemvaultError):
     status = 401

@@ -9,21 +9,38 @@ wants a shape (a vendor prefix, a fixed length, a PEM body, a password inside a 
 ("AKIA is the AWS prefix"), placeholders (`<password>`, `${TOKEN}`, `***`) and short human
 passwords in prose ("my password is hunter2") pass.
 
+Secrets are also hidden, on purpose or by a copy through some encoder, so a text the rules pass as
+written is normalised and checked again: compatibility forms folded (NFKD: fullwidth and math
+letters), combining marks and invisible characters (zero-width space, soft hyphen, bidi controls)
+dropped, Cyrillic and Greek look-alikes mapped to Latin, percent, JSON and HTML escapes, escaped and
+defanged dots undone; a vendor prefix followed by chunks a space apart is joined back; base64 runs
+that decode to text are checked like the text itself (two levels deep). Only the windows around
+what normalising changes are checked again, so plain ASCII prose costs what it did. The same
+trade-off holds after normalising: joins stop at a chunk that reads as a word, decoded base64 must
+be printable text, and the rules still want their shapes.
+
 Every pattern is anchored on a literal or a character-class boundary and its quantifiers never
-overlap, so Python's backtracking engine stays linear on 32 KB inputs.
+overlap (where a class must admit a character conditionally, as '&' in a password but not before
+the next query parameter, each alternative takes exactly one character), so Python's backtracking
+engine stays linear on 32 KB inputs. Each rule runs only when its needle (a lowercased literal every
+match holds) is in the text, which keeps most regex passes off ordinary prose. The tests time
+adversarial inputs; tests/guard/corpus.py measures recall and false refusals.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import html
 import json
 import math
 import re
+import unicodedata
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import NoReturn
+from urllib.parse import unquote
 
 from memvault.errors import InvalidInput
 
@@ -132,6 +149,11 @@ def _random_group(min_len: int, group: int = 1) -> Check:
     return lambda m: _looks_random(m.group(group), min_len) and not _is_placeholder(m.group(group))
 
 
+def _aws_key_id(m: re.Match[str]) -> bool:
+    body = m.group(1)
+    return (body.isupper() and m.group(0)[:4].isupper()) or any(c.isdigit() for c in body)
+
+
 def _has_digit(m: re.Match[str]) -> bool:
     return any(c.isdigit() for c in m.group(0))
 
@@ -158,8 +180,11 @@ def _jwt_header(m: re.Match[str]) -> bool:
     return isinstance(decoded, dict)
 
 
+_PORT_THEN_QUERY = re.compile(r"\d{1,5}[?#]")
+
+
 def _url_password(m: re.Match[str]) -> bool:
-    return _real_password(m.group(1), m.group(2))
+    return not _PORT_THEN_QUERY.match(m.group(2)) and _real_password(m.group(1), m.group(2))
 
 
 def _authorization(m: re.Match[str]) -> bool:
@@ -210,7 +235,10 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         Finding("aws_access_key_id", "AWS access key id"),
-        re.compile(r"(?<![A-Za-z0-9+/])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        # Any case ("a lowercase key id" is still one); a body that is not all capitals needs a digit,
+        # so a word that happens to follow "akia" does not count.
+        re.compile(r"(?i)(?<![a-z0-9+/])(?:akia|asia)([a-z0-9]{16})(?![a-z0-9])"),
+        (_not_filler, _aws_key_id),
     ),
     _Rule(
         Finding("aws_secret_access_key", "AWS secret access key"),
@@ -284,6 +312,29 @@ _RULES: tuple[_Rule, ...] = (
         re.compile(r"(?<![A-Za-z0-9_])mv_[A-Za-z0-9]{40}(?![A-Za-z0-9])"),
         (_not_filler, _mixed_case),
     ),
+    # Five shapes from detect-secrets' vendor rules (see docs/benchmarks.md), with our boundaries.
+    _Rule(
+        Finding("telegram_bot_token", "Telegram bot token"),
+        re.compile(r"(?<![A-Za-z0-9_:-])\d{5,16}:A[A-Za-z0-9_-]{34}(?![A-Za-z0-9_-])"),
+        (_not_filler, _mixed_case),
+    ),
+    _Rule(
+        Finding("discord_bot_token", "Discord bot token"),
+        re.compile(r"(?<![A-Za-z0-9_.-])[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w.-])"),
+        (_not_filler, _mixed_case, _has_digit),
+    ),
+    _Rule(
+        Finding("mailchimp_api_key", "Mailchimp API key"),
+        re.compile(r"(?<![A-Za-z0-9])[0-9a-f]{32}-us\d{1,2}(?![A-Za-z0-9])"),
+    ),
+    _Rule(
+        Finding("azure_storage_key", "Azure storage account key"),
+        re.compile(r"(?i)accountkey=[A-Za-z0-9+/]{86}=="),
+    ),
+    _Rule(
+        Finding("square_oauth_secret", "Square OAuth secret"),
+        re.compile(r"(?<![A-Za-z0-9_-])sq0csp-[A-Za-z0-9_-]{43}"),
+    ),
     _Rule(
         Finding("jwt", "JSON Web Token"),
         re.compile(r"(?<![A-Za-z0-9_-])(eyJ[A-Za-z0-9_-]{10,})\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{16,}"),
@@ -292,8 +343,10 @@ _RULES: tuple[_Rule, ...] = (
     _Rule(
         Finding("url_password", "URL with an inline password"),
         # scheme://user:password@host; user may be empty (redis://:pw@host). The password stops at
-        # '/', so scheme://host:5432/db never reaches an '@'.
-        re.compile(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{1,30}://([^\s:/@?#]{0,128}):([^\s/@?#]{1,256})@[^\s/@]"),
+        # '/', so scheme://host:5432/db never reaches an '@'; it may hold '#', '?' and '&', which
+        # people type raw although RFC 3986 wants them percent-encoded (a port followed by a query,
+        # host:8080?next=a@b, is ruled out by the check).
+        re.compile(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]{1,30}://([^\s:/@?#]{0,128}):([^\s/@]{1,256})@[^\s/@]"),
         (_url_password,),
     ),
     _Rule(
@@ -311,21 +364,214 @@ _RULES: tuple[_Rule, ...] = (
     ),
     _Rule(
         Finding("generic_secret", "password, token or API key value"),
-        re.compile(rf"(?i){_SECRET_NAME}[\"']?\s*[:=]\s*[\"']?([^\s\"'`,;&]{{{_MIN_GENERIC_LEN},256}})"),
+        # The value may hold '&' (Xk9&mQ2...) but stops where a query string's next parameter starts
+        # (?password=hunter2&next=/home); each alternative takes one character, so no backtracking.
+        re.compile(
+            rf"(?i){_SECRET_NAME}[\"']?\s*[:=]\s*[\"']?"
+            rf"((?:[^\s\"'`,;&]|&(?![A-Za-z_][\w.-]*=)){{{_MIN_GENERIC_LEN},256}})"
+        ),
         (_assignment,),
     ),
 )
 
 _GENERIC = _RULES[-1].finding
 
+# What every match of a rule contains, lowercased: a rule none of whose needles is in the text is
+# skipped. A substring search is ~50x cheaper than a regex pass that tries every position, and
+# most text holds no vendor prefix at all.
+_NEEDLES: dict[str, tuple[str, ...]] = {
+    "private_key": ("private key",),
+    "aws_access_key_id": ("akia", "asia"),
+    "aws_secret_access_key": ("aws",),
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "gitlab_token": ("glpat-",),
+    "slack_webhook_url": ("hooks.slack.com",),
+    "slack_token": ("xox",),
+    "stripe_secret_key": ("k_live_", "k_test_"),
+    "anthropic_api_key": ("sk-ant-",),
+    "openai_api_key": ("sk-",),
+    "google_api_key": ("aiza",),
+    "google_oauth_client_secret": ("gocspx-",),
+    "twilio_api_key": ("sk",),
+    "sendgrid_api_key": ("sg.",),
+    "npm_token": ("npm_",),
+    "pypi_token": ("pypi-ag",),
+    "huggingface_token": ("hf_",),
+    "memvault_api_key": ("mv_",),
+    "telegram_bot_token": (":a",),
+    "discord_bot_token": (".",),
+    "mailchimp_api_key": ("-us",),
+    "azure_storage_key": ("accountkey=",),
+    "square_oauth_secret": ("sq0csp-",),
+    "jwt": ("eyj",),
+    "url_password": ("://",),
+    "authorization_header": ("authorization",),
+    "bearer_token": ("bearer",),
+    "generic_secret": ("key", "secret", "token", "passw"),
+}
+_RULES_AND_NEEDLES = tuple((rule, _NEEDLES[rule.finding.kind]) for rule in _RULES)
 
-def find_secret(text: str) -> Finding | None:
-    """The first kind of secret found in `text`, or None."""
-    for rule in _RULES:
+
+def _scan(text: str) -> Finding | None:
+    lowered = text.lower()
+    for rule, needles in _RULES_AND_NEEDLES:
+        for needle in needles:
+            if needle in lowered:
+                break
+        else:
+            continue
         for m in rule.pattern.finditer(text):
             if all(check(m) for check in rule.checks):
                 return rule.finding
     return None
+
+
+# -- normalising: the same secret written so that the rules above would not see it ----------------
+
+# Combining marks (after NFKD, so an accent added to a token's last letter goes away) and characters
+# that render as nothing: zero-width space/joiners, bidi controls, soft hyphen, word joiner, BOM,
+# variation selectors, Hangul fillers, tags.
+_MARKS_AND_INVISIBLE = re.compile(
+    "[\u0300-\u036f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e0fff]"
+)
+# Cyrillic and Greek letters drawn like Latin ones (Unicode keeps them apart; fullwidth and
+# mathematical letters its compatibility decomposition already folds).
+_HOMOGLYPHS = str.maketrans(
+    "АВЕКМНОРСТХУЅІЈҮӀаеорсухѕіјһԁԛԝӏ"  # noqa: RUF001 (Cyrillic)
+    "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧοναιρυχκϲϳıɑ",
+    "ABEKMHOPCTXYSIJYIaeopcyxsijhdqwlABEZHIKMNOPTYXovaipuxkcjia",
+)
+# Escapes that only hide punctuation: \. \/ \_ (a JWT written for a regex or a JSON string),
+# defanged dots ([.] (.)), and JSON's \u002e.
+# Only from the start of a run of backslashes, and possessive: a run not followed by punctuation
+# fails once, instead of once per starting position (quadratic on a 32 KB run).
+_BACKSLASH_PUNCT = re.compile(r"(?<!\\)\\++(?=[^\w\s\\])")
+_DEFANGED_DOT = re.compile(r"[\[(]\.[\])]")
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
+# A vendor prefix followed by chunks a space apart ("AKIAIOSF ODNN7EXAMPLE"): the chunks are
+# joined one by one and the joins re-checked. It starts only where a chunk starts (the lookbehind
+# excludes the chunk's own characters), so "-ghp_-ghp_..." is one attempt, not one per prefix.
+_SPLIT_TOKEN = re.compile(
+    r"(?<![A-Za-z0-9_.-])(?:(?i:akia|asia)|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[sr]k_(?:live|test)_|sk-"
+    r"|AIza|GOCSPX-|SG\.|SK[0-9a-f]|npm_|pypi-|hf_|mv_|sq0csp-|eyJ)[A-Za-z0-9_.-]*(?:[ \t][A-Za-z0-9_.-]+){1,8}"
+)
+# Base64 (standard or URL-safe) long enough to hold the shortest secret we know (20 characters).
+_BASE64_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
+_MAX_DECODE_DEPTH = 2  # base64 of base64 of a token; each level is 3/4 of the one before
+
+
+def _fold(text: str) -> str:
+    """Fullwidth and other compatibility forms, accents, invisible characters and homoglyphs to
+    plain ASCII (NFKD rather than NFKC: the same folding, with the marks left apart to drop)."""
+    if text.isascii():
+        return text
+    return _MARKS_AND_INVISIBLE.sub("", unicodedata.normalize("NFKD", text)).translate(_HOMOGLYPHS)
+
+
+def _unescape(text: str) -> str:
+    if "%" in text and _PERCENT.search(text):
+        # Twice: %255F is a percent-encoded %5F.
+        text = unquote(unquote(text))
+    if "\\" in text:
+        text = _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+        text = _BACKSLASH_PUNCT.sub("", text)
+    if "." in text and ("[." in text or "(." in text):
+        text = _DEFANGED_DOT.sub(".", text)
+    if "&" in text and ";" in text:
+        text = html.unescape(text)
+    return text
+
+
+# A chunk that reads as a word ends the join: "ghp_ tokens are GitHub classic personal access"
+# joins to exactly a token's length of letters.
+_WORD = re.compile(r"[A-Z]?[a-z]+")
+
+
+def _joins(text: str) -> Iterator[str]:
+    for m in _SPLIT_TOKEN.finditer(text):
+        chunks = m.group(0).split()
+        joined = chunks[0]
+        for chunk in chunks[1:]:
+            if _WORD.fullmatch(chunk) or len(joined) > 300:
+                break
+            joined += chunk
+            lower, upper, digit, _ = _char_classes(joined)
+            if len(joined) >= 20 and (digit or (lower and upper)):
+                yield joined
+
+
+def _decoded_base64(text: str) -> Iterator[str]:
+    for m in _BASE64_CANDIDATE.finditer(text):
+        run = m.group(0).rstrip("=").replace("-", "+").replace("_", "/")
+        if len(run) % 4 == 1:
+            continue
+        try:
+            decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            continue
+        # Text, not bytes that happen to be valid UTF-8: a random or binary run almost never is.
+        if decoded.isprintable() or all(c.isprintable() or c in "\t\r\n" for c in decoded):
+            yield decoded
+
+
+# What normalising changes: anything outside ASCII, percent escapes, backslashes, defanged dots and
+# HTML entities. Only the text around them is normalised and checked again, so a 32 KB note with
+# one accented name costs one small window, not a second pass over all of it.
+_DIRTY = re.compile(r"[^\x00-\x7f]+|(?:%[0-9A-Fa-f]{2})+|\\+|\[\.\]|\(\.\)|&#?[A-Za-z0-9]+;")
+_WINDOW = 512  # either side of a change: longer than any token the rules know (PEM looks 400 ahead)
+
+
+def _normalised_windows(text: str) -> Iterator[str]:
+    start = end = -1
+    for m in _DIRTY.finditer(text):
+        lo, hi = max(0, m.start() - _WINDOW), m.end() + _WINDOW
+        if lo > end >= 0:
+            yield from _normalised(text, start, end)
+            start = -1
+        if start < 0:
+            start = lo
+        end = max(end, hi)
+    if end >= 0:
+        yield from _normalised(text, start, end)
+
+
+def _normalised(text: str, start: int, end: int) -> Iterator[str]:
+    # Widen to whitespace (a little), so the cut does not make a word's tail look like a token's start.
+    floor, ceiling = max(0, start - 64), min(len(text), end + 64)
+    while start > floor and not text[start - 1].isspace():
+        start -= 1
+    while end < ceiling and not text[end].isspace():
+        end += 1
+    window = text[start:end]
+    if (normal := _unescape(_fold(window))) != window:
+        yield normal
+
+
+def _find_hidden(text: str, depth: int) -> Finding | None:
+    parts = [text, *_normalised_windows(text)]
+    for normal in parts[1:]:
+        if finding := _scan(normal):
+            return finding
+    decoded_seen: set[str] = set()
+    for part in parts:
+        for joined in _joins(part):
+            if finding := _scan(joined):
+                return finding
+        if depth >= _MAX_DECODE_DEPTH:
+            continue
+        for decoded in _decoded_base64(part):
+            if decoded not in decoded_seen:
+                decoded_seen.add(decoded)
+                if finding := _scan(decoded) or _find_hidden(decoded, depth + 1):
+                    return finding
+    return None
+
+
+def find_secret(text: str) -> Finding | None:
+    """The first kind of secret found in `text`, or None: as written, then normalised (see the module docstring)."""
+    return _scan(text) or _find_hidden(text, 0)
 
 
 # -- walking request bodies ------------------------------------------------------------------------
@@ -363,13 +609,15 @@ def ensure_no_secrets(value: object, *, field: str) -> None:
             if finding := find_secret(key):
                 _raise(finding, field, f"a key in {field}")
             path = _child(field, key)
-            # {"password": "Xk9#..."}: the key supplies the name the value alone lacks.
-            name = _SECRET_KEY_NAME.search(key)
+            # {"password": "Xk9#..."}: the key supplies the name the value alone lacks (both folded,
+            # so "pass\u200bword" still names it).
+            name_key = _fold(key)
+            name = _SECRET_KEY_NAME.search(name_key)
             if (
                 isinstance(item, str)
                 and name
-                and not _PAGINATION_NAME.search(key, 0, name.start())
-                and _secret_value(item.strip())
+                and not _PAGINATION_NAME.search(name_key, 0, name.start())
+                and _secret_value(_fold(item).strip())
             ):
                 _raise(_GENERIC, path, path)
             ensure_no_secrets(item, field=path)

@@ -57,6 +57,19 @@ class Principal:
         """Whether another key's namespaces (None: all of them) lie within this principal's reach."""
         return self.namespaces is None or (namespaces is not None and set(namespaces) <= self.namespaces)
 
+    def require_reach(self, scope: str, namespaces: list[str] | frozenset[str] | None) -> None:
+        """The rule of every act that mints, shows or ends a credential (an API key, a tenant user,
+        an OAuth grant, a consent): a principal can never mint or reach more than it has. The act
+        needs ``scope``, and whatever it concerns must reach only ``namespaces`` (None: all of the
+        tenant's) that this principal reaches itself; only an unrestricted principal acts on
+        tenant-wide things. Listings filter with ``covers`` instead, so they show what this allows."""
+        self.require(scope)
+        if not self.covers(None if namespaces is None else sorted(namespaces)):
+            raise Forbidden(
+                "This key is limited to some namespaces; it can only act on what lies within them.",
+                extra={"allowed_namespaces": sorted(self.namespaces or ())},
+            )
+
     def require(self, scope: str, namespace: str | None = None) -> None:
         if not self.has(scope):
             raise Forbidden(f"This key lacks the '{scope}' scope.", extra={"required_scope": scope})

@@ -41,6 +41,7 @@ TABLES = (
     "oauth_codes",
     "oauth_grants",
     "oauth_refresh_tokens",
+    "oauth_spent_tickets",
 )
 TENANT_COLUMN = {table: "tenant_id" for table in TABLES} | {"tenants": "id"}
 
@@ -117,6 +118,10 @@ async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenan
                 "INSERT INTO oauth_refresh_tokens (tenant_id, grant_id, token_hash, expires_at) "
                 "VALUES (%s, %s, %s, now())",
                 (tenant.id, grant, uuid.uuid4().hex),
+            )
+            await owner.execute(
+                "INSERT INTO oauth_spent_tickets (tenant_id, ticket_id, expires_at) VALUES (%s, %s, now())",
+                (tenant.id, uuid.uuid4().hex),
             )
 
 

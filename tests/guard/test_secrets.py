@@ -11,6 +11,7 @@ import hashlib
 import json
 import random
 import string
+import time
 
 import pytest
 
@@ -136,6 +137,23 @@ POSITIVE = [
         "git clone https://deploy:", rand(20, 44), "@git.example.com/org/repo.git", "url_password", id="url-https"
     ),
     pytest.param("memvault key ", "m" + "v_" + rand(40, 45), "", "memvault_api_key", id="memvault"),
+    pytest.param("bot: ", "7201" + "934512:AA" + rand(33, 54, B64URL), "", "telegram_bot_token", id="telegram"),
+    pytest.param(
+        "DISCORD_TOKEN=",
+        "M" + rand(23, 55) + "." + rand(6, 56, B64URL) + "." + rand(27, 57, B64URL),
+        "",
+        "discord_bot_token",
+        id="discord",
+    ),
+    pytest.param("mailchimp ", hexstr(32, 58) + "-us" + "14", "", "mailchimp_api_key", id="mailchimp"),
+    pytest.param(
+        "DefaultEndpointsProtocol=https;AccountName=logs;",
+        "Account" + "Key=" + base64.b64encode(random.Random(59).randbytes(64)).decode(),
+        ";EndpointSuffix=core.windows.net",
+        "azure_storage_key",
+        id="azure-storage",
+    ),
+    pytest.param("square: ", "sq0" + "csp-" + rand(43, 60, B64URL), "", "square_oauth_secret", id="square-oauth"),
     pytest.param("password=", "Xk9#mQ2$" + "vL8pZ4wR", "", "generic_secret", id="generic-password"),
     pytest.param('api_key: "', hexstr(32, 46), '"', "generic_secret", id="generic-hex-api-key"),
     pytest.param("client_secret='", rand(30, 47, B64URL), "'", "generic_secret", id="generic-client-secret"),
@@ -145,6 +163,47 @@ POSITIVE = [
     pytest.param("const apiKey = '", rand(28, 51), "';", "generic_secret", id="generic-camelcase"),
     pytest.param("private_key=", rand(44, 52, ALNUM + "+/"), "", "generic_secret", id="generic-private-key"),
     pytest.param("passwd: ", rand(18, 53, ALNUM + "$%&*"), "", "generic_secret", id="generic-passwd"),
+]
+
+AWS_ID = "AK" + "IA" + "IOSFODNN7EXAMPLE"
+GHP = "gh" + "p_" + rand(36, 90)
+ESCAPED_JWT = JWT.replace(".", "\\.") + "\\." + rand(43, 91, B64URL)
+
+# The same secrets written so that a filter looking for their plain shape misses them: (text, kind).
+# Each one passed main's guard before normalisation (issue 27, item 7).
+EVASIONS = [
+    pytest.param("key id " + AWS_ID[:4] + "\u200b" + AWS_ID[4:], "aws_access_key_id", id="zero-width-space"),
+    pytest.param(
+        "key id " + AWS_ID[:9] + "\u2060\u00ad" + AWS_ID[9:], "aws_access_key_id", id="word-joiner-soft-hyphen"
+    ),
+    pytest.param("key id \u0410" + AWS_ID[1:], "aws_access_key_id", id="cyrillic-a"),
+    pytest.param("token " + "gh\u0440_" + GHP[4:], "github_token", id="cyrillic-er-in-prefix"),
+    pytest.param("token \uff47\uff48\uff50\uff3f" + GHP[4:], "github_token", id="fullwidth-prefix"),
+    pytest.param("key id " + AWS_ID[:10] + "\u0301" + AWS_ID[10:], "aws_access_key_id", id="combining-accent"),
+    pytest.param("decode: " + base64.b64encode(GHP.encode()).decode(), "github_token", id="base64-token"),
+    pytest.param(base64.urlsafe_b64encode(GHP.encode()).decode(), "github_token", id="base64url-token"),
+    pytest.param(
+        base64.b64encode(base64.b64encode(GHP.encode())).decode(), "github_token", id="base64-of-base64-token"
+    ),
+    pytest.param(
+        base64.b64encode(("password=" + "Xk9#mQ2$" + "vL8pZ4wR").encode()).decode(),
+        "generic_secret",
+        id="base64-assignment",
+    ),
+    pytest.param("token " + GHP.replace("_", "%5F"), "github_token", id="percent-encoded-underscore"),
+    pytest.param("token " + GHP.replace("_", "%255F"), "github_token", id="double-percent-encoded"),
+    pytest.param('{"t": "' + GHP.replace("_", "\\u005f") + '"}', "github_token", id="json-unicode-escape"),
+    pytest.param("<code>" + GHP.replace("_", "&#95;") + "</code>", "github_token", id="html-entity"),
+    pytest.param("key id " + AWS_ID[:8] + " " + AWS_ID[8:], "aws_access_key_id", id="key-id-split-by-space"),
+    pytest.param("key id " + AWS_ID[:4] + " " + AWS_ID[4:], "aws_access_key_id", id="key-id-split-after-prefix"),
+    pytest.param("my token " + GHP[:20] + " " + GHP[20:] + " thanks", "github_token", id="token-split-by-space"),
+    pytest.param("session " + ESCAPED_JWT, "jwt", id="jwt-escaped-dots"),
+    pytest.param("session " + ESCAPED_JWT.replace("\\.", "[.]"), "jwt", id="jwt-defanged-dots"),
+    pytest.param("key id " + AWS_ID.lower(), "aws_access_key_id", id="lowercase-key-id"),
+    pytest.param("postgres://app:Xk9#mQ2vL8pZ@db.internal/app", "url_password", id="url-password-hash"),
+    pytest.param("postgres://app:Xk9?mQ2&vL8pZ@db.internal/app", "url_password", id="url-password-question-amp"),
+    pytest.param("password=Xk9&mQ2$vL8pZ4wR", "generic_secret", id="password-ampersand"),
+    pytest.param('DB_PASSWORD="Q6c!A8Ch5&Z8OpB8!x"', "generic_secret", id="password-ampersand-quoted"),
 ]
 
 pub_header, pub_body, pub_footer = pem("PUBLIC KEY", 60)
@@ -216,6 +275,29 @@ NEGATIVE = [
     pytest.param("ftp://anonymous:guest@ftp.example.com/pub", id="url-anonymous-ftp"),
     pytest.param("token=2024-01-15T10:30:00Z", id="timestamp-value"),
     pytest.param("tls:\n  secret: my-app-tls-secret-2024\n", id="slug-value"),
+    # Near misses of the normalisation: text that changes when normalised and must still pass.
+    pytest.param("Пароль от базы хранится в хранилище секретов, а не в коде.", id="cyrillic-prose"),  # noqa: RUF001
+    pytest.param("Ο κωδικός πρόσβασης αλλάζει κάθε τρεις μήνες.", id="greek-prose"),  # noqa: RUF001
+    pytest.param("ＡＰＩキー と トークン の 管理 方法", id="fullwidth-japanese"),
+    pytest.param("offsite 🧑\u200d💻👩\u200d👩\u200d👧 next week", id="emoji-zwj"),
+    pytest.param("AKIA IS THE PREFIX OF AWS KEYS, ASIA OF TEMPORARY ONES", id="akia-prose-capitals"),
+    pytest.param("ghp_ tokens are GitHub classic personal access tokens for 2 years", id="ghp-prose-with-digit"),
+    pytest.param("payload: " + base64.b64encode(b"The meeting moved to Thursday at 3pm.").decode(), id="base64-prose"),
+    pytest.param(base64.b64encode(b"password reset link for alice expires in 1 hour").decode(), id="base64-prose-pw"),
+    pytest.param("https://example.com/search?q=api%20key%20rotation&lang=en", id="percent-encoded-query"),
+    pytest.param("The regex ^api\\.example\\.com$ matches only the bare host.", id="regex-escaped-dots"),
+    pytest.param(r"C:\Users\alice\keys\readme.txt", id="windows-path"),
+    pytest.param("http://localhost:3000?email=alice@example.com", id="url-port-then-query-at"),
+    pytest.param("https://api.example.com:8443/#/login?user=bob@example.com", id="url-port-fragment-at"),
+    pytest.param("https://example.com/login?password=hunter2&next=/home", id="query-password-then-param"),
+    pytest.param("Tr0ub4dor&3 is the password from the xkcd comic", id="xkcd-password-prose"),
+    pytest.param("password=Summer2024!", id="short-human-password"),
+    pytest.param("token: CI-Build-1234", id="short-build-tag"),
+    pytest.param("call 4155550132:Alice at noon", id="digits-colon-word"),
+    pytest.param("Mailchimp keys end in -us14; ours lives in the vault", id="mailchimp-prose"),
+    pytest.param("AccountKey=<storage-account-key>;EndpointSuffix=core.windows.net", id="azure-placeholder"),
+    pytest.param("files: MemvaultQuarterlyReport2024.backup.tar.gz", id="dotted-filename"),
+    pytest.param("Q&A about API keys: who owns them & who rotates them?", id="ampersand-prose"),
 ]
 
 
@@ -237,6 +319,68 @@ class TestFindSecret:
         prose = "We talked about the release plan and the database migration. " * 500
         assert find_secret(prose) is None
         assert find_secret(prose + "gh" + "p_" + rand(36, 70) + prose) == Finding("github_token", "GitHub token")
+
+
+class TestEvasions:
+    """Normalised before matching: NFKD, invisible characters and accents dropped, homoglyphs folded,
+    percent/JSON/HTML escapes and escaped dots undone, base64 runs decoded, split tokens joined."""
+
+    @pytest.mark.parametrize(("text", "kind"), EVASIONS)
+    def test_detects_hidden_secret(self, text: str, kind: str) -> None:
+        finding = find_secret(text)
+        assert finding is not None
+        assert finding.kind == kind
+
+    @pytest.mark.parametrize(("text", "kind"), EVASIONS)
+    def test_refusal_names_kind_and_never_echoes(self, text: str, kind: str) -> None:
+        with pytest.raises(SecretDetected) as caught:
+            ensure_no_secrets({"notes": [text]}, field="metadata")
+        assert caught.value.extra == {"field": "metadata.notes[0]", "kind": kind}
+        rendered = json.dumps(caught.value.problem())
+        assert text not in rendered and text[-16:] not in rendered
+
+    def test_secret_name_hidden_in_a_key(self) -> None:
+        # {"pass\u200bword": ...}: the key is normalised too before it names the value.
+        with pytest.raises(SecretDetected) as caught:
+            ensure_no_secrets({"db": {"pass\u200bword": rand(24, 92, ALNUM + "#$")}}, field="metadata")
+        err = caught.value
+        assert err.extra["kind"] == "generic_secret"
+
+
+class TestLinearTime:
+    """Every pattern and every normalising step stays linear: adversarial 32 KB inputs that would make
+    a backtracking pattern or a quadratic join explode finish in tens of milliseconds (the bound leaves 40x slack)."""
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            pytest.param("password=" * 3700, id="assignment-names"),
+            pytest.param("password=" + "a&" * 16000, id="ampersands-in-value"),
+            pytest.param("password=" + "&a" * 16000, id="query-parameters-in-value"),
+            pytest.param("a://b:" * 5500, id="url-openers"),
+            pytest.param("x://" + ":" * 32000 + "@", id="url-colons"),
+            pytest.param("AK" + "IA 1 " * 6500, id="split-prefixes"),
+            pytest.param("gh" + "p_a " * 8000, id="split-token-words"),
+            pytest.param("eyJ" + "a" * 32000, id="jwt-opener"),
+            pytest.param("A" * 32000 + "!", id="base64-run"),
+            pytest.param(base64.b64encode(("the plan " * 2700).encode()).decode(), id="base64-of-prose"),
+            pytest.param("%41" * 11000, id="percent-escapes"),
+            pytest.param("\\." * 16000, id="escaped-dots"),
+            pytest.param("\\" * 32000 + "a", id="backslash-run"),
+            pytest.param("-gh" + "p_" * 6400, id="split-prefixes-in-a-run"),
+            pytest.param("sk-" * 10000, id="dash-prefixes-in-a-run"),
+            pytest.param("." * 32000, id="dots"),
+            pytest.param("M" + "a" * 24 + "." * 32000, id="discord-opener"),
+            pytest.param("é" * 32000, id="non-ascii"),
+            pytest.param("é " * 16000, id="non-ascii-words"),
+            pytest.param("Authorization: " * 2200, id="authorization-openers"),
+            pytest.param("-----BEGIN " * 2900, id="pem-openers"),
+        ],
+    )
+    def test_adversarial_input(self, text: str) -> None:
+        start = time.perf_counter()
+        find_secret(text)
+        assert time.perf_counter() - start < 2.0
 
 
 class TestRefusal:

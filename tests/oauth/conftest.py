@@ -152,8 +152,10 @@ class Browser:
 
 
 async def post_form(http: httpx.AsyncClient, url: str, data: list[tuple[str, str]]) -> httpx.Response:
-    """A browser's form post (fields may repeat, which httpx's `data=` does not allow)."""
-    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    """A browser's form post (fields may repeat, which httpx's `data=` does not allow), with the
+    Origin a browser sends: the page's own, since the form came from it."""
+    parts = urlsplit(url)
+    headers = {"Content-Type": "application/x-www-form-urlencoded", "Origin": f"{parts.scheme}://{parts.netloc}"}
     return await http.post(url, content=urlencode(data), headers=headers)
 
 

@@ -125,17 +125,20 @@ class TestTokenEndpoint:
 
 class TestAuthorizationEndpoint:
     async def test_missing_resource_is_sent_back_as_invalid_target(
-        self, oauth_server: Server, http: httpx.AsyncClient
+        self, oauth_server: Server, http: httpx.AsyncClient, user_a: User
     ) -> None:
-        client = await register(http, oauth_server)
+        # A client someone let in before: its redirect URI is trusted with errors.
+        client = {"client_id": (await obtain_tokens(http, oauth_server, user_a)).client_id}
         url = authorization_url(oauth_server, client["client_id"], pkce()[1], resource=None, state="s1")
         q = redirect_params(await http.get(url))
         assert q["error"] == "invalid_target" and q["state"] == "s1" and q["iss"] == oauth_server.base
         other = authorization_url(oauth_server, client["client_id"], pkce()[1], resource="https://x.example/mcp")
         assert redirect_params(await http.get(other))["error"] == "invalid_target"
 
-    async def test_pkce_is_required_and_only_s256(self, oauth_server: Server, http: httpx.AsyncClient) -> None:
-        client = await register(http, oauth_server)
+    async def test_pkce_is_required_and_only_s256(
+        self, oauth_server: Server, http: httpx.AsyncClient, user_a: User
+    ) -> None:
+        client = {"client_id": (await obtain_tokens(http, oauth_server, user_a)).client_id}
         cases: list[dict[str, str | None]] = [
             {"code_challenge": None},
             {"code_challenge_method": "plain"},

@@ -56,7 +56,7 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
 def install(app: FastAPI) -> None:
     @app.exception_handler(MemvaultError)
     async def _memvault(request: Request, exc: MemvaultError) -> JSONResponse:
-        return problem_response(request, exc.problem())
+        return problem_response(request, exc.problem(), exc.response_headers())
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -1,5 +1,10 @@
 """AccountOps: tenant users who sign in to MCP clients, and the tenant's view of which clients
-they let in (grants), with revocation. Admin scope throughout; REST and the CLI call these."""
+they let in (grants), with revocation. REST and the CLI call these.
+
+Admin scope throughout, and each act passes Principal.require_reach: a namespace-limited admin key
+makes users limited to its namespaces, and sees, disables and revokes only users and grants that
+lie within them. Otherwise such a key could make a user, sign in as it and consent to any namespace.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +26,9 @@ from memvault.principal import Principal
 class AccountOps(FacadeBase):
     async def create_user(self, p: Principal, body: UserIn) -> UserOut:
         """Create a tenant user who can sign in to MCP clients with email and password."""
-        p.require("admin")
+        # Omitted namespaces mean "as far as the creating key reaches", never further.
+        namespaces = body.namespaces if body.namespaces is not None else _sorted(p.namespaces)
+        p.require_reach("admin", namespaces)
         if len(body.password) < secrets.MIN_PASSWORD_LENGTH:
             raise WeakPassword(
                 f"The password needs at least {secrets.MIN_PASSWORD_LENGTH} characters.", extra={"field": "password"}
@@ -36,10 +43,14 @@ class AccountOps(FacadeBase):
                     name=body.name,
                     password_hash=password_hash,
                     scopes=list(dict.fromkeys(body.scopes)),
+                    namespaces=namespaces,
                 )
                 await audit.record(tx.session, p.tenant_id, p.subject, "user.create", target_id=str(row.id))
         except IntegrityError as exc:
-            raise UserExists(f"A user with email {body.email!r} already exists.", extra={"field": "email"}) from exc
+            # Unique per tenant: this says nothing about other tenants' users.
+            raise UserExists(
+                f"A user with email {body.email!r} already exists in this account.", extra={"field": "email"}
+            ) from exc
         return UserOut.model_validate(row)
 
     async def list_users(self, p: Principal) -> list[UserOut]:
@@ -47,13 +58,13 @@ class AccountOps(FacadeBase):
         p.require("admin")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             rows = await repo.list_users(tx.session, p.tenant_id)
-        return [UserOut.model_validate(r) for r in rows]
+        return [UserOut.model_validate(r) for r in rows if p.covers(r.namespaces)]
 
     async def find_user(self, p: Principal, email: str) -> UserOut:
         p.require("admin")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             row = await repo.user_by_email(tx.session, p.tenant_id, email.strip().lower())
-        if row is None:
+        if row is None or not p.covers(row.namespaces):
             raise UserNotFound(f"No user with email {email!r}.")
         return UserOut.model_validate(row)
 
@@ -65,6 +76,8 @@ class AccountOps(FacadeBase):
             row = await repo.disable_user(tx.session, p.tenant_id, user_id)
             if row is None:
                 raise UserNotFound(f"No user with id {user_id}.")
+            # Raised inside the transaction, so the disabling rolls back.
+            p.require_reach("admin", row.namespaces)
             revoked = await repo.revoke_grants(tx.session, p.tenant_id, user_id=user_id, reason="user_disabled")
             await audit.record(
                 tx.session,
@@ -80,8 +93,8 @@ class AccountOps(FacadeBase):
         """The tenant's OAuth picture: its users, the clients they signed in to, and the grants."""
         p.require("admin")
         async with self._db.tenant_tx(p.tenant_id) as tx:
-            rows = await repo.list_grants(tx.session, p.tenant_id)
-            users = await repo.count_users(tx.session, p.tenant_id)
+            rows = [r for r in await repo.list_grants(tx.session, p.tenant_id) if p.covers(r[0].namespaces)]
+            users = [u for u in await repo.list_users(tx.session, p.tenant_id) if p.covers(u.namespaces)]
         seen: dict[str, ClientOut] = {}
         for _, _, c in rows:
             seen.setdefault(
@@ -96,7 +109,7 @@ class AccountOps(FacadeBase):
             )
         return AccountOut(
             tenant_id=p.tenant_id,
-            users=users,
+            users=len(users),
             clients=list(seen.values()),
             grants=[_grant_out(g, email, c) for g, email, c in rows],
         )
@@ -108,9 +121,15 @@ class AccountOps(FacadeBase):
             revoked = await repo.revoke_grants(tx.session, p.tenant_id, grant_id=grant_id, reason="revoked_by_admin")
             if not revoked:
                 raise GrantNotFound(f"No grant with id {grant_id}.")
+            # Raised inside the transaction, so the revocation rolls back.
+            p.require_reach("admin", revoked[0].namespaces)
             await audit.record(tx.session, p.tenant_id, p.subject, "oauth.revoke", target_id=str(grant_id))
             rows = [r for r in await repo.list_grants(tx.session, p.tenant_id) if r[0].id == grant_id]
         return _grant_out(*rows[0])
+
+
+def _sorted(namespaces: frozenset[str] | None) -> list[str] | None:
+    return None if namespaces is None else sorted(namespaces)
 
 
 def _grant_out(g: Any, email: str, c: OAuthClient) -> GrantOut:

@@ -2,8 +2,9 @@
 
 Two ways in: dynamic client registration (RFC 7591) of public clients, and client ID metadata
 documents (a `client_id` that is an HTTPS URL whose JSON we fetch). Redirect URIs follow RFC 8252
-for native apps: a loopback `http` URI matches on any port (Claude Code and mcp-remote pick a
-random one), a private-use scheme (`cursor://...`) and an `https` URI must match exactly.
+for native apps and RFC 9700: a loopback `http` URI matches on any port (Claude Code and
+mcp-remote pick a random one); a private-use scheme in reverse-domain form (`com.example.app:/cb`)
+and an `https` URI must match exactly. No URI carries userinfo or a fragment.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import re
 import socket
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -24,10 +27,19 @@ from memvault.oauth.errors import InvalidClientMetadata, InvalidRedirectUri, Unk
 from memvault.oauth.schemas import ClientMetadataIn
 
 LOOPBACK_HOSTS = {"127.0.0.1", "[::1]", "::1", "localhost"}
-# Schemes a browser must never be sent to with a code in hand.
-FORBIDDEN_SCHEMES = {"javascript", "data", "file", "vbscript", "about", "blob", "ftp", "ws", "wss"}
+# Schemes a browser must never be sent to with a code in hand. None of them is in reverse-domain form,
+# so the rule below refuses them anyway; the list names them for the error message and for review.
+FORBIDDEN_SCHEMES = {
+    "javascript", "data", "file", "vbscript", "about", "blob", "ftp", "ws", "wss",
+    "view-source", "mailto", "filesystem", "tel", "sms", "intent", "chrome", "resource",
+}  # fmt: skip
+# RFC 8252 §7.1: a private-use scheme is a reversed domain name the app's owner controls
+# (`com.example.app`), at least two labels, so it cannot be a browser's or the OS's own scheme.
+PRIVATE_USE_SCHEME = re.compile(r"[a-z][a-z0-9-]*(\.[a-z0-9-]+)+")
 GRANT_TYPES = {"authorization_code", "refresh_token"}
 MAX_REDIRECT_URIS = 10
+# Client metadata is a flat object of strings and lists of strings; nothing legitimate nests deeper.
+MAX_METADATA_DEPTH = 8
 MAX_URI_LENGTH = 2000
 
 CIMD_TIMEOUT_S = 5.0
@@ -38,23 +50,38 @@ def _is_loopback(host: str | None) -> bool:
     return (host or "").lower() in LOOPBACK_HOSTS
 
 
-def check_redirect_uri(uri: str) -> str:
+def check_redirect_uri(uri: str, *, extra_schemes: Collection[str] = ()) -> str:
     """A redirect URI a client may register: absolute, no fragment, https, loopback http, or a
     private-use scheme (RFC 8252 §7.1)."""
     if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_LENGTH:
         raise InvalidRedirectUri("Each redirect URI must be a non-empty string of at most 2000 characters.")
+    if any(c.isspace() or ord(c) < 0x20 or c == "\\" for c in uri):
+        raise InvalidRedirectUri("A redirect URI contains no spaces, control characters or backslashes.")
     parts = urlsplit(uri)
     scheme = parts.scheme.lower()
     if not scheme or parts.fragment or "#" in uri:
         raise InvalidRedirectUri(f"Redirect URI {uri!r} must be absolute and carry no fragment.")
     if scheme in FORBIDDEN_SCHEMES:
         raise InvalidRedirectUri(f"Redirect URI scheme {scheme!r} is not allowed.")
-    if scheme == "http" and not _is_loopback(parts.hostname):
-        raise InvalidRedirectUri(f"Redirect URI {uri!r}: plain http is allowed only to a loopback address.")
-    if scheme in ("http", "https") and not parts.hostname:
-        raise InvalidRedirectUri(f"Redirect URI {uri!r} has no host.")
-    if scheme not in ("http", "https") and "." not in scheme and len(scheme) < 3:
-        raise InvalidRedirectUri(f"Redirect URI scheme {scheme!r} is too short to be a private-use scheme.")
+    if "@" in parts.netloc:
+        # `https://claude.ai@evil.example/` goes to evil.example (RFC 9700 §4.1.3).
+        raise InvalidRedirectUri(f"Redirect URI {uri!r} carries userinfo (a user@ part); that is not allowed.")
+    if scheme in ("http", "https"):
+        if not parts.hostname:
+            raise InvalidRedirectUri(f"Redirect URI {uri!r} has no host.")
+        try:
+            port = parts.port
+        except ValueError as exc:
+            raise InvalidRedirectUri(f"Redirect URI {uri!r} has an impossible port.") from exc
+        if port == 0:
+            raise InvalidRedirectUri(f"Redirect URI {uri!r} has an impossible port.")
+        if scheme == "http" and not _is_loopback(parts.hostname):
+            raise InvalidRedirectUri(f"Redirect URI {uri!r}: plain http is allowed only to a loopback address.")
+    elif not PRIVATE_USE_SCHEME.fullmatch(scheme) and scheme not in extra_schemes:
+        raise InvalidRedirectUri(
+            f"Redirect URI scheme {scheme!r}: an app's own scheme must be a reversed domain name "
+            "it controls, e.g. com.example.app:/callback (RFC 8252 §7.1)."
+        )
     return uri
 
 
@@ -66,8 +93,14 @@ def _without_port(uri: str) -> str:
     return urlunsplit((parts.scheme.lower(), host.lower(), parts.path or "/", parts.query, ""))
 
 
-def redirect_matches(requested: str, registered: list[str]) -> bool:
-    """Exact match, except that a loopback http URI may use any port (RFC 8252 §7.3)."""
+def redirect_matches(requested: str, registered: list[str], *, extra_schemes: Collection[str] = ()) -> bool:
+    """Exact match, except that a loopback http URI may use any port (RFC 8252 §7.3). The
+    requested URI must itself be one that could be registered: the port exception must not let a
+    fragment, userinfo or an impossible port through."""
+    try:
+        check_redirect_uri(requested, extra_schemes=extra_schemes)
+    except InvalidRedirectUri:
+        return False
     if requested in registered:
         return True
     parts = urlsplit(requested)
@@ -89,7 +122,42 @@ class ClientRecord:
     metadata: dict[str, Any]
 
 
-def validate_metadata(body: Any, *, client_id: str | None = None) -> dict[str, Any]:
+def parse_registration(raw: bytes) -> dict[str, Any]:
+    """The one parser of a registration body (RFC 7591 §3.1): JSON text that PostgreSQL can store.
+    A lone surrogate or a NUL anywhere (either fails the jsonb insert), nesting deeper than client
+    metadata ever needs, or JSON too deep for the parser itself are a 400, never a 500."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        raise InvalidClientMetadata("The body must be a JSON object.") from exc
+    stack: list[tuple[Any, int]] = [(body, 1)]
+    while stack:  # iterative: the check must not itself recurse as deep as the input
+        value, depth = stack.pop()
+        if depth > MAX_METADATA_DEPTH:
+            raise InvalidClientMetadata(f"Client metadata nests at most {MAX_METADATA_DEPTH} levels.")
+        if isinstance(value, dict):
+            stack.extend((k, depth + 1) for k in value)
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list):
+            stack.extend((v, depth + 1) for v in value)
+        elif isinstance(value, str) and ("\x00" in value or not _encodable(value)):
+            raise InvalidClientMetadata("Client metadata strings must be valid Unicode without NUL characters.")
+    if not isinstance(body, dict):
+        raise InvalidClientMetadata("The registration body must be a JSON object.")
+    return body
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, which JSON's \ud800 escape can carry
+        return False
+    return True
+
+
+def validate_metadata(
+    body: Any, *, client_id: str | None = None, extra_schemes: Collection[str] = ()
+) -> dict[str, Any]:
     """RFC 7591 metadata of a public client, normalised; raises invalid_client_metadata /
     invalid_redirect_uri. Confidential-client methods are replaced by `none` (§3.2.1 lets the
     server substitute): memvault issues no client secrets."""
@@ -98,9 +166,9 @@ def validate_metadata(body: Any, *, client_id: str | None = None) -> dict[str, A
     uris = body.get("redirect_uris")
     if not isinstance(uris, list) or not uris or len(uris) > MAX_REDIRECT_URIS:
         raise InvalidRedirectUri(f"redirect_uris must list 1 to {MAX_REDIRECT_URIS} URIs.")
-    uris = [check_redirect_uri(u) for u in uris]
+    uris = [check_redirect_uri(u, extra_schemes=extra_schemes) for u in uris]
     grant_types = body.get("grant_types") or ["authorization_code", "refresh_token"]
-    valid = isinstance(grant_types, list) and set(grant_types) <= GRANT_TYPES
+    valid = isinstance(grant_types, list) and all(isinstance(g, str) and g in GRANT_TYPES for g in grant_types)
     if not valid or "authorization_code" not in grant_types:
         raise InvalidClientMetadata("grant_types may only be authorization_code and refresh_token.")
     response_types = body.get("response_types") or ["code"]
@@ -154,7 +222,9 @@ def _public_address(ip: str) -> bool:
     return addr.is_global and not addr.is_multicast
 
 
-async def fetch_metadata_document(client_id: str, *, allow_insecure: bool) -> dict[str, Any]:
+async def fetch_metadata_document(
+    client_id: str, *, allow_insecure: bool, extra_schemes: Collection[str] = ()
+) -> dict[str, Any]:
     """GET the client ID metadata document, guarded against SSRF: https only, every address the
     host resolves to public (checked before connecting and again on the connected socket, so a
     DNS answer that changes in between does not help), no redirects, 5 s, 64 KiB."""
@@ -198,6 +268,6 @@ async def fetch_metadata_document(client_id: str, *, allow_insecure: bool) -> di
     if doc.get("token_endpoint_auth_method", "none") != "none" or "client_secret" in doc:
         raise UnknownClient("Only public clients (token_endpoint_auth_method 'none') are supported.")
     try:
-        return validate_metadata(doc, client_id=client_id)
+        return validate_metadata(doc, client_id=client_id, extra_schemes=extra_schemes)
     except (InvalidClientMetadata, InvalidRedirectUri) as exc:
         raise UnknownClient(f"The client ID metadata document is invalid: {exc.detail}") from exc

@@ -4,6 +4,8 @@ JWKS URL, and keeps verifying, until every token it signed has expired."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -77,3 +79,26 @@ class KeyRing:
         """The public halves, for /oauth/jwks.json."""
         await self._fresh()
         return {"keys": [{**k.as_dict(private=False), "alg": ALG, "use": "sig"} for k in self._live()]}
+
+
+class MalformedToken(ValueError):
+    """Whatever a presented token's shape gets wrong; every caller already answers ValueError with 401."""
+
+
+def kid_of(raw: str) -> str | None:
+    """The `kid` of a compact JWS, read before its signature is checked. Everything in it is the
+    sender's choice: a header that is JSON but not an object (a list, number, string, null), a `kid`
+    that is not a string, bad base64 or a part count other than three all end as MalformedToken."""
+    parts = raw.split(".")
+    if len(parts) != 3:
+        raise MalformedToken("a JWT has three parts")
+    try:
+        header = json.loads(base64.urlsafe_b64decode(parts[0] + "=" * (-len(parts[0]) % 4)))
+    except (ValueError, RecursionError) as exc:  # binascii.Error and UnicodeDecodeError are ValueErrors
+        raise MalformedToken("the JWT header is not base64url JSON") from exc
+    if not isinstance(header, dict):
+        raise MalformedToken("the JWT header is not a JSON object")
+    kid = header.get("kid")
+    if kid is not None and not isinstance(kid, str):
+        raise MalformedToken("the JWT kid is not a string")
+    return kid

@@ -26,6 +26,8 @@ class OAuthClient(Base):
     client_metadata: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, server_default=text("'{}'::jsonb"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     fetched_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # When a user first let this client in; until then its requests' errors are not redirected.
+    granted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class SigningKey(Base):
@@ -47,10 +49,13 @@ class OAuthUser(Base):
     id: Mapped[uuid.UUID] = mapped_column(
         UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")
     )
-    email: Mapped[str] = mapped_column(Text, unique=True)
+    # Unique per tenant (migration 0020): one address may be a user of several tenants.
+    email: Mapped[str] = mapped_column(Text)
     name: Mapped[str] = mapped_column(Text, server_default="")
     password_hash: Mapped[str] = mapped_column(Text)
     scopes: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{read,write}'"))
+    # What the user may consent to share; None: every namespace of the tenant.
+    namespaces: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     last_login_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

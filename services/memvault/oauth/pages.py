@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import urlsplit
 
-from memvault.oauth.service import AuthorizationRequest, ConsentView
+from memvault.oauth.authorization import AuthorizationRequest, ConsentView
 
 SCOPE_TEXT = {
     "read": "Read your memories: search, recall and list what is stored",
@@ -42,8 +42,15 @@ def _client_label(req: AuthorizationRequest) -> str:
     return escape(req.client_name or "An application")
 
 
-def login(req: AuthorizationRequest, *, error: str | None = None, email: str = "") -> str:
-    """Step 1: who is signing in."""
+def login(
+    req: AuthorizationRequest, *, error: str | None = None, email: str = "", accounts: list[str] | None = None
+) -> str:
+    """Step 1: who is signing in (and, when the email is a user of several accounts whose
+    passwords all matched, which account)."""
+    choice = ""
+    if accounts:
+        options = "".join(f'<option value="{escape(a)}">{escape(a)}</option>' for a in accounts)
+        choice = f'<label for="account">Account</label><select id="account" name="account">{options}</select>'
     return _page(
         "Sign in",
         f"<h1>Sign in to memvault</h1>"
@@ -55,6 +62,7 @@ def login(req: AuthorizationRequest, *, error: str | None = None, email: str = "
         f'<input id="email" name="email" type="email" autocomplete="username" required value="{escape(email)}">'
         '<label for="password">Password</label>'
         '<input id="password" name="password" type="password" autocomplete="current-password" required>'
+        f"{choice}"
         '<button type="submit">Continue</button></form>',
     )
 
@@ -62,8 +70,7 @@ def login(req: AuthorizationRequest, *, error: str | None = None, email: str = "
 def consent(view: ConsentView, *, error: str | None = None) -> str:
     """Step 2: what the client may do, and in which namespaces."""
     req = view.request
-    target = urlsplit(req.redirect_uri)
-    where = f"{target.scheme}://{target.netloc}" if target.netloc else f"{target.scheme}:"
+    where = destination(req.redirect_uri)
     scopes = "".join(
         f'<label><input type="checkbox" name="grant_scope" value="{escape(s)}" checked> '
         f"{escape(SCOPE_TEXT.get(s, s))} (<code>{escape(s)}</code>)</label>"
@@ -89,6 +96,17 @@ def consent(view: ConsentView, *, error: str | None = None) -> str:
         '<button type="submit" name="decision" value="deny">Deny</button></form>'
         '<p class="muted">You can revoke this at any time; your administrator sees it in the account page.</p>',
     )
+
+
+def destination(redirect_uri: str) -> str:
+    """Where the browser goes next, as a person should judge it: scheme, host and port, never a
+    userinfo part (`https://claude.ai@evil.example` goes to evil.example)."""
+    target = urlsplit(redirect_uri)
+    if not target.hostname:
+        return f"{target.scheme}:"
+    host = f"[{target.hostname}]" if ":" in target.hostname else target.hostname
+    port = target.port or {"https": 443, "http": 80}.get(target.scheme.lower())
+    return f"{target.scheme}://{host}" + (f":{port}" if port else "")
 
 
 def problem(title: str, detail: str) -> str:

@@ -47,6 +47,15 @@ async def save_client(s: AsyncSession, kind: str, client_id: str, meta: dict[str
     return row
 
 
+async def mark_client_granted(s: AsyncSession, client_id: str) -> None:
+    await s.execute(
+        update(OAuthClient)
+        .where(OAuthClient.client_id == client_id, OAuthClient.granted_at.is_(None))
+        .values(granted_at=func.now()),
+        execution_options={"synchronize_session": False},
+    )
+
+
 # ---- users ----------------------------------------------------------------------------------
 
 
@@ -56,19 +65,35 @@ class FoundUser:
     id: uuid.UUID
     password_hash: str
     disabled_at: datetime | None
+    tenant_name: str
 
 
-async def find_user_by_email(s: AsyncSession, email: str) -> FoundUser | None:
-    row = (await s.execute(text("SELECT * FROM memvault_find_oauth_user(:e)"), {"e": email})).mappings().first()
-    return FoundUser(**row) if row else None
+async def find_users_by_email(s: AsyncSession, email: str) -> list[FoundUser]:
+    """The address's users in every tenant, oldest first (sign-in does not know the tenant yet)."""
+    rows = (await s.execute(text("SELECT * FROM memvault_find_oauth_user(:e)"), {"e": email})).mappings().all()
+    return [FoundUser(**row) for row in rows]
 
 
 async def create_user(
-    s: AsyncSession, tenant_id: uuid.UUID, *, email: str, name: str, password_hash: str, scopes: list[str]
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    *,
+    email: str,
+    name: str,
+    password_hash: str,
+    scopes: list[str],
+    namespaces: list[str] | None,
 ) -> OAuthUser:
     row = await s.scalar(
         insert(OAuthUser)
-        .values(tenant_id=tenant_id, email=email, name=name, password_hash=password_hash, scopes=scopes)
+        .values(
+            tenant_id=tenant_id,
+            email=email,
+            name=name,
+            password_hash=password_hash,
+            scopes=scopes,
+            namespaces=namespaces,
+        )
         .returning(OAuthUser)
     )
     assert row is not None
@@ -88,10 +113,6 @@ async def list_users(s: AsyncSession, tenant_id: uuid.UUID) -> list[OAuthUser]:
     return list((await s.scalars(stmt)).all())
 
 
-async def count_users(s: AsyncSession, tenant_id: uuid.UUID) -> int:
-    return int(await s.scalar(select(func.count()).select_from(OAuthUser).where(OAuthUser.tenant_id == tenant_id)) or 0)
-
-
 async def disable_user(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> OAuthUser | None:
     stmt = (
         update(OAuthUser)
@@ -109,6 +130,22 @@ async def mark_login(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) 
         .values(last_login_at=func.now()),
         execution_options={"synchronize_session": False},
     )
+
+
+async def spend_ticket(s: AsyncSession, tenant_id: uuid.UUID, ticket_id: str, expires_at: datetime) -> bool:
+    """Record a sign-in ticket as answered; False if it already was. Spent tickets past their
+    expiry are dropped on the way (they could not be replayed anyway)."""
+    await s.execute(
+        text("DELETE FROM oauth_spent_tickets WHERE tenant_id = :t AND expires_at < now()"), {"t": tenant_id}
+    )
+    spent = await s.scalar(
+        text(
+            "INSERT INTO oauth_spent_tickets (tenant_id, ticket_id, expires_at) VALUES (:t, :j, :e) "
+            "ON CONFLICT DO NOTHING RETURNING ticket_id"
+        ),
+        {"t": tenant_id, "j": ticket_id, "e": expires_at},
+    )
+    return spent is not None
 
 
 # ---- authorization codes ---------------------------------------------------------------------

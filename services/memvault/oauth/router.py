@@ -7,21 +7,21 @@ answers, `Cache-Control: no-store` on anything carrying a token. Everything else
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from memvault.gateway.deps import AdminPrincipal, Api
 from memvault.gateway.idempotency import NOT_IDEMPOTENT
-from memvault.oauth import pages
-from memvault.oauth.errors import InvalidClientMetadata, InvalidRedirectUri, InvalidRequest, OAuthError, UnknownClient
+from memvault.oauth import clients, pages
+from memvault.oauth.authorization import ChooseAccount, ConsentInvalid, LoginFailed, RedirectError
+from memvault.oauth.errors import InvalidRequest, OAuthError
 from memvault.oauth.schemas import AccountOut, GrantOut, UserIn, UserOut
-from memvault.oauth.service import ConsentInvalid, LoginFailed, RedirectError
+from memvault.ratelimit import RateLimited
 
 router = APIRouter(tags=["oauth"])
 users_router = APIRouter(prefix="/v1", tags=["users"])
@@ -38,7 +38,9 @@ PAGE_HEADERS = {
     **NO_STORE,
     "X-Frame-Options": "DENY",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
-    "Referrer-Policy": "no-referrer",
+    # Not no-referrer: under it a browser sends `Origin: null` with the form posts, and those are
+    # checked against our own origin. same-origin still tells the client's site nothing.
+    "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
 }
 MAX_FORM_BYTES = 64 * 1024
@@ -70,6 +72,9 @@ def _single(form: dict[str, list[str]], *, multi: tuple[str, ...] = ()) -> dict[
             continue
         if len(values) != 1:
             raise InvalidRequest(f"Parameter {k!r} is repeated.")
+        if "\x00" in k or "\x00" in values[0]:
+            # PostgreSQL text cannot hold NUL: a lookup by such a client_id or code would fail deep down.
+            raise InvalidRequest("Parameters cannot contain NUL characters.")
         out[k] = values[0]
     return out
 
@@ -79,6 +84,16 @@ async def _oauth(fn: Callable[[], Awaitable[Response]]) -> Response:
         return await fn()
     except OAuthError as exc:
         return _oauth_error(exc)
+    except RateLimited as exc:
+        # Problem JSON, with the OAuth `error` beside it for clients that read only that.
+        body = {**exc.problem(), "error": "rate_limited", "error_description": exc.detail}
+        headers = {**CORS, **NO_STORE, **exc.response_headers()}
+        return JSONResponse(body, status_code=exc.status, headers=headers, media_type="application/problem+json")
+
+
+def _address(request: Request) -> str | None:
+    # uvicorn puts the forwarded client here when it trusts the proxy (--forwarded-allow-ips).
+    return request.client.host if request.client else None
 
 
 # ---- discovery ---------------------------------------------------------------------------------------
@@ -123,11 +138,8 @@ async def register(request: Request, api: Api) -> Response:
     """RFC 7591 dynamic client registration (public clients only: no secret is issued)."""
 
     async def run() -> Response:
-        try:
-            body = json.loads(await request.body())
-        except ValueError as exc:
-            raise InvalidClientMetadata("The body must be a JSON object.") from exc
-        return _json(await api.register_client(body), 201, no_store=True)
+        body = clients.parse_registration(await request.body())
+        return _json(await api.register_client(body, address=_address(request)), 201, no_store=True)
 
     return await _oauth(run)
 
@@ -137,7 +149,7 @@ async def token(request: Request, api: Api) -> Response:
     """Authorization code (with PKCE) and refresh token grants."""
 
     async def run() -> Response:
-        return _json(await api.token(_single(await _form(request))), no_store=True)
+        return _json(await api.token(_single(await _form(request)), address=_address(request)), no_store=True)
 
     return await _oauth(run)
 
@@ -172,28 +184,46 @@ async def authorize_page(request: Request, api: Api) -> Response:
         req = await api.check_authorization_request(_single(parse_qs(request.url.query, keep_blank_values=True)))
     except RedirectError as exc:
         return _redirect(exc.location)
-    except (UnknownClient, InvalidRedirectUri, InvalidRequest) as exc:
+    except OAuthError as exc:
         return _html(pages.problem("This sign-in link is not valid", exc.detail), 400)
     return _html(pages.login(req))
+
+
+def _same_origin(request: Request, api: Api) -> bool:
+    """The forms post to us from our own pages only. Browsers send `Origin` with every POST; a
+    form on another site that posts here (cross-site request forgery of a consent or sign-in)
+    carries that site's origin, or `null`."""
+    ours = urlsplit(api.oauth_endpoint_base())
+    got = urlsplit(request.headers.get("origin", ""))
+    return (got.scheme, got.netloc) == (ours.scheme, ours.netloc)
 
 
 @router.post("/oauth/authorize", include_in_schema=False)
 async def authorize_submit(request: Request, api: Api) -> Response:
     """The sign-in form (step=login) and the consent form (step=consent)."""
+    if not _same_origin(request, api):
+        return _html(pages.problem("This form did not come from memvault", "Start again from the application."), 403)
     try:
         form = await _form(request)
         req = await api.check_authorization_request(_single(form, multi=("grant_scope", "namespace")))
     except RedirectError as exc:
         return _redirect(exc.location)
-    except (UnknownClient, InvalidRedirectUri, InvalidRequest) as exc:
+    except OAuthError as exc:
         return _html(pages.problem("This sign-in link is not valid", exc.detail), 400)
     fields = {k: v[0] for k, v in form.items() if v}
     if fields.get("step") == "login":
         email = fields.get("email", "")
         try:
-            view = await api.sign_in(req, email, fields.get("password", ""))
+            view = await api.sign_in(
+                req, email, fields.get("password", ""), address=_address(request), account=fields.get("account")
+            )
+        except ChooseAccount as exc:
+            return _html(pages.login(req, error=exc.detail, email=email, accounts=exc.accounts), 200)
         except LoginFailed as exc:
             return _html(pages.login(req, error=exc.detail, email=email), 401)
+        except RateLimited as exc:
+            page = pages.login(req, error=exc.detail, email=email)
+            return HTMLResponse(page, status_code=429, headers={**PAGE_HEADERS, **exc.response_headers()})
         return _html(pages.consent(view))
     if fields.get("step") == "consent":
         ticket = fields.get("ticket", "")

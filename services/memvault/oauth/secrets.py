@@ -10,7 +10,9 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import os
 import secrets as _secrets
+from concurrent.futures import ThreadPoolExecutor
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
@@ -21,10 +23,28 @@ _hasher = PasswordHasher()  # Argon2id with the library's (RFC 9106 "low memory"
 _DUMMY_HASH = _hasher.hash(_secrets.token_urlsafe(16))
 
 MIN_PASSWORD_LENGTH = 10
+# Argon2id takes ~50 ms of CPU and 64 MiB per call. On the event loop's default pool a flood of wrong
+# passwords filled every thread and queued other tenants' work behind it (their writes' latency rose
+# 65x); on threads of its own, a flood waits for itself while the rest of the server runs. At most
+# half the cores hash, so the other half keeps serving (docs/benchmarks.md: on 2 cores, 1 thread
+# held a bystander's writes to 4x in a flood, 2 threads to 8x).
+HASH_THREADS = max(1, (os.cpu_count() or 2) // 2)
+_pool: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=HASH_THREADS, thread_name_prefix="argon2")
+
+
+def set_hash_executor(pool: ThreadPoolExecutor | None) -> None:
+    """Where hashing runs; None is the event loop's default pool, as before issue 27. For
+    loadtests/bench_signin_flood.py, which measures both in one run."""
+    global _pool
+    _pool = pool
+
+
+def hash_executor() -> ThreadPoolExecutor | None:
+    return _pool
 
 
 async def hash_password(password: str) -> str:
-    return await asyncio.to_thread(_hasher.hash, password)
+    return await asyncio.get_running_loop().run_in_executor(_pool, _hasher.hash, password)
 
 
 async def verify_password(stored_hash: str | None, password: str) -> bool:
@@ -34,7 +54,7 @@ async def verify_password(stored_hash: str | None, password: str) -> bool:
         except (VerificationError, InvalidHashError):
             return False
 
-    return await asyncio.to_thread(check)
+    return await asyncio.get_running_loop().run_in_executor(_pool, check)
 
 
 def new_code() -> str:

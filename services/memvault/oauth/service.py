@@ -12,15 +12,10 @@ revoked grant's access tokens stop working at once rather than at expiry.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
 import time
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import urlencode, urlsplit
 
 from joserfc import jwt
 from joserfc.errors import JoseError
@@ -30,6 +25,17 @@ from memvault.audit import repository as audit
 from memvault.facade import FacadeBase
 from memvault.oauth import clients, secrets
 from memvault.oauth import repository as repo
+from memvault.oauth.authorization import (
+    AuthorizationRequest,
+    ChooseAccount,
+    ConsentInvalid,
+    ConsentView,
+    LoginFailed,
+    RedirectError,
+    scopes_of,
+    user_principal,
+    with_params,
+)
 from memvault.oauth.errors import (
     InvalidAccessToken,
     InvalidClient,
@@ -42,10 +48,11 @@ from memvault.oauth.errors import (
     UnknownClient,
     UnsupportedGrantType,
 )
-from memvault.oauth.keys import ALG, KeyRing
+from memvault.oauth.keys import ALG, KeyRing, kid_of
 from memvault.oauth.models import OAuthClient, OAuthGrant
 from memvault.oauth.schemas import OAUTH_SCOPES
 from memvault.principal import Principal
+from memvault.ratelimit import Limit, RateLimiter, client_address
 
 # A metadata document is re-fetched when our copy is older than this.
 CIMD_REFRESH = timedelta(hours=1)
@@ -54,87 +61,6 @@ LOGIN_TICKET_TYP = "memvault-login+jwt"
 # Tolerated clock difference between the replica that signed a token and the one checking it.
 LEEWAY_S = 5
 MAX_STATE_LENGTH = 1024
-
-
-class RedirectError(OAuthError):
-    """An authorization error reported to the client at its (already verified) redirect URI."""
-
-    def __init__(self, inner: OAuthError, redirect_uri: str, state: str | None, issuer: str) -> None:
-        super().__init__(inner.detail)
-        self.error = inner.error  # type: ignore[misc]
-        self.location = with_params(
-            redirect_uri, {"error": inner.error, "error_description": inner.detail, "state": state, "iss": issuer}
-        )
-
-
-class LoginFailed(OAuthError):
-    status = 401
-    code = "oauth_login_failed"
-    title = "Sign-in failed"
-    error = "access_denied"
-
-
-class ConsentInvalid(OAuthError):
-    code = "oauth_consent_invalid"
-    title = "Consent not understood"
-
-
-def with_params(uri: str, params: dict[str, str | None]) -> str:
-    query = urlencode({k: v for k, v in params.items() if v is not None})
-    return f"{uri}{'&' if urlsplit(uri).query else '?'}{query}"
-
-
-@dataclass(frozen=True)
-class AuthorizationRequest:
-    """A checked request to /oauth/authorize; the pages carry it along as hidden fields."""
-
-    client_id: str
-    client_name: str | None
-    redirect_uri: str
-    state: str | None
-    code_challenge: str
-    scopes: tuple[str, ...]
-    resource: str
-
-    def fields(self) -> dict[str, str]:
-        """The request as the client sent it, to be re-submitted (and re-checked) by the forms."""
-        out = {
-            "response_type": "code",
-            "client_id": self.client_id,
-            "redirect_uri": self.redirect_uri,
-            "code_challenge": self.code_challenge,
-            "code_challenge_method": "S256",
-            "scope": " ".join(self.scopes),
-            "resource": self.resource,
-        }
-        if self.state is not None:
-            out["state"] = self.state
-        return out
-
-    def fingerprint(self) -> str:
-        """Binds a login ticket to this exact request: it cannot be replayed for another client."""
-        return hashlib.sha256(json.dumps(self.fields(), sort_keys=True).encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class ConsentView:
-    request: AuthorizationRequest
-    ticket: str
-    user_email: str
-    scopes: list[str]
-    namespaces: list[str]
-    checked_namespaces: list[str] = field(default_factory=list)
-
-
-def _scopes_of(raw: str | None) -> tuple[str, ...]:
-    if not raw:
-        return OAUTH_SCOPES
-    # offline_access is how some clients ask for a refresh token; every grant gets one anyway.
-    wanted = [s for s in dict.fromkeys(raw.split()) if s != "offline_access"]
-    unknown = [s for s in wanted if s not in OAUTH_SCOPES]
-    if unknown:
-        raise InvalidScope(f"Unknown scope(s): {' '.join(unknown)}. Supported: {' '.join(OAUTH_SCOPES)}.")
-    return tuple(wanted) or OAUTH_SCOPES
 
 
 class OAuthOps(FacadeBase):
@@ -153,12 +79,24 @@ class OAuthOps(FacadeBase):
         return ring
 
     @property
+    def _limiter(self) -> RateLimiter:
+        limiter = self.__dict__.get("_oauth_limiter")
+        if limiter is None:
+            limiter = RateLimiter(self._settings.redis_url)
+            self.__dict__["_oauth_limiter"] = limiter
+        return limiter
+
+    @property
     def oauth_issuer(self) -> str:
         return self._settings.resolved_issuer()
 
     @property
     def mcp_resource(self) -> str:
         return self._settings.mcp_resource_url()
+
+    def oauth_endpoint_base(self) -> str:
+        """Where the sign-in pages are served: their forms' Origin."""
+        return self._settings.resolved_public_url()
 
     def _endpoint(self, path: str) -> str:
         return f"{self._settings.resolved_public_url()}{path}"
@@ -204,9 +142,11 @@ class OAuthOps(FacadeBase):
 
     # ---- clients ---------------------------------------------------------------------------------
 
-    async def register_client(self, body: Any) -> dict[str, Any]:
+    async def register_client(self, body: Any, *, address: str | None = None) -> dict[str, Any]:
         """RFC 7591 registration of a public client. No secret is issued, and none is sent (not even null)."""
-        meta = clients.validate_metadata(body)
+        limit = Limit("oauth-register", self._settings.oauth_register_limit)
+        await self._limiter.hit(limit, client_address(address), what="client registrations")
+        meta = clients.validate_metadata(body, extra_schemes=self._settings.oauth_extra_redirect_schemes)
         client_id = f"mvc_{uuid.uuid4().hex}"
         async with self._db.unscoped() as s:
             row = await repo.save_client(s, "dcr", client_id, meta)
@@ -219,7 +159,9 @@ class OAuthOps(FacadeBase):
             fresh = row is not None and row.fetched_at is not None and datetime.now(UTC) - row.fetched_at < CIMD_REFRESH
             if not fresh:
                 meta = await clients.fetch_metadata_document(
-                    client_id, allow_insecure=self._settings.oauth_cimd_allow_insecure
+                    client_id,
+                    allow_insecure=self._settings.oauth_cimd_allow_insecure,
+                    extra_schemes=self._settings.oauth_extra_redirect_schemes,
                 )
                 async with self._db.unscoped() as s:
                     row = await repo.save_client(s, "cimd", client_id, meta)
@@ -242,11 +184,17 @@ class OAuthOps(FacadeBase):
             if len(client.redirect_uris) != 1:
                 raise InvalidRedirectUri("redirect_uri is required: the client registered several.")
             redirect_uri = client.redirect_uris[0]
-        elif not clients.redirect_matches(redirect_uri, client.redirect_uris):
+        elif not clients.redirect_matches(
+            redirect_uri, client.redirect_uris, extra_schemes=self._settings.oauth_extra_redirect_schemes
+        ):
             raise InvalidRedirectUri("redirect_uri is not one this client registered.")
         state = params.get("state")
 
-        def fail(err: OAuthError) -> RedirectError:
+        def fail(err: OAuthError) -> OAuthError:
+            if client.granted_at is None:
+                # Nobody has let this client in yet: anyone may have registered it, so its redirect
+                # URI is not trusted with our errors (RFC 9700 §4.11.2). The person sees a page.
+                return InvalidRequest(err.detail)
             return RedirectError(err, redirect_uri, state, self.oauth_issuer)
 
         if params.get("response_type") != "code":
@@ -264,7 +212,7 @@ class OAuthOps(FacadeBase):
         if resource.rstrip("/") != self.mcp_resource:
             raise fail(InvalidTarget(f"This server issues tokens only for {self.mcp_resource}."))
         try:
-            scopes = _scopes_of(params.get("scope"))
+            scopes = scopes_of(params.get("scope"))
         except OAuthError as exc:
             raise fail(exc) from exc
         return AuthorizationRequest(
@@ -277,15 +225,44 @@ class OAuthOps(FacadeBase):
             resource=self.mcp_resource,
         )
 
-    async def sign_in(self, req: AuthorizationRequest, email: str, password: str) -> ConsentView:
+    async def sign_in(
+        self,
+        req: AuthorizationRequest,
+        email: str,
+        password: str,
+        *,
+        address: str | None = None,
+        account: str | None = None,
+    ) -> ConsentView:
         """Check a tenant user's password; the consent page comes next, with a ticket binding the
-        user to this request."""
+        user to this request.
+
+        Users are per tenant, so one email may be a user of several: the password is checked
+        against each, and if it is right for more than one the person chooses (``account``, the
+        tenant's name). Attempts are limited per address and per (email, address); the latter is
+        cleared by a success, and a stranger at another address never uses up the owner's."""
         email = email.strip().lower()
+        where = client_address(address)
+        s_ = self._settings
+        await self._limiter.hit(Limit("signin-address", s_.signin_limit_per_address), where, what="sign-in attempts")
+        per_account = Limit("signin-account", s_.signin_limit_per_account)
+        await self._limiter.hit(per_account, email, where, what="sign-in attempts for this email")
         async with self._db.unscoped() as s:
-            found = await repo.find_user_by_email(s, email)
-        ok = await secrets.verify_password(found.password_hash if found else None, password)
-        if found is None or not ok or found.disabled_at is not None:
+            candidates = await repo.find_users_by_email(s, email)
+        if account:
+            candidates = [c for c in candidates if c.tenant_name == account]
+        matches = []
+        for c in candidates:
+            if await secrets.verify_password(c.password_hash, password) and c.disabled_at is None:
+                matches.append(c)
+        if not candidates:
+            await secrets.verify_password(None, password)  # an unknown email costs what a wrong password does
+        if not matches:
             raise LoginFailed("The email or password is not right, or the account is disabled.")
+        if len(matches) > 1:
+            raise ChooseAccount([m.tenant_name for m in matches])
+        found = matches[0]
+        await self._limiter.clear(per_account, email, where)
         async with self._db.tenant_tx(found.tenant_id) as tx:
             await repo.mark_login(tx.session, found.tenant_id, found.id)
         now = int(time.time())
@@ -295,6 +272,7 @@ class OAuthOps(FacadeBase):
             "sub": str(found.id),
             "tid": str(found.tenant_id),
             "req": req.fingerprint(),
+            "jti": uuid.uuid4().hex,
             "iat": now,
             "exp": now + self._settings.oauth_login_ttl_s,
         }
@@ -309,11 +287,13 @@ class OAuthOps(FacadeBase):
             user = await repo.get_user(tx.session, tenant_id, user_id)
             names = await repo.namespace_names(tx.session, tenant_id)
         assert user is not None
+        # Only what the user may share is offered.
+        names = [n for n in names if user_principal(tenant_id, user).can_access(n)]
         scopes = [s for s in req.scopes if s in user.scopes]
         default = ["default"] if "default" in names else names[:1]
         return ConsentView(req, ticket, user.email, scopes, names, default)
 
-    async def _ticket(self, req: AuthorizationRequest, ticket: str) -> tuple[uuid.UUID, uuid.UUID]:
+    async def _ticket(self, req: AuthorizationRequest, ticket: str) -> tuple[uuid.UUID, uuid.UUID, str, datetime]:
         try:
             claims = await self._verified(
                 ticket,
@@ -324,9 +304,11 @@ class OAuthOps(FacadeBase):
                     "req": req.fingerprint(),
                     "tid": None,
                     "sub": None,
+                    "jti": None,
                 },
             )
-            return uuid.UUID(claims["tid"]), uuid.UUID(claims["sub"])
+            expires = datetime.fromtimestamp(int(claims["exp"]), UTC)
+            return uuid.UUID(claims["tid"]), uuid.UUID(claims["sub"]), str(claims["jti"]), expires
         except (JoseError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise LoginFailed("The sign-in has expired or does not belong to this request; sign in again.") from exc
 
@@ -340,9 +322,16 @@ class OAuthOps(FacadeBase):
         scopes: list[str],
     ) -> str:
         """The user's answer on the consent page. Returns where to send the browser: the client's
-        redirect URI with a code (or access_denied), `state` and `iss` (RFC 9207)."""
-        tenant_id, user_id = await self._ticket(req, ticket)
+        redirect URI with a code (or access_denied), `state` and `iss` (RFC 9207).
+
+        The ticket answers once: a replay (the back button, or a copy of the page) must sign in
+        again. A mistake on the page (ConsentInvalid) rolls the spending back, so it can be fixed."""
+        tenant_id, user_id, ticket_id, ticket_expires = await self._ticket(req, ticket)
+        spent = LoginFailed("This sign-in was already used; sign in again.")
         if not allow:
+            async with self._db.tenant_tx(tenant_id) as tx:
+                if not await repo.spend_ticket(tx.session, tenant_id, ticket_id, ticket_expires):
+                    raise spent
             return with_params(
                 req.redirect_uri,
                 {
@@ -354,6 +343,8 @@ class OAuthOps(FacadeBase):
             )
         code = secrets.new_code()
         async with self._db.tenant_tx(tenant_id) as tx:
+            if not await repo.spend_ticket(tx.session, tenant_id, ticket_id, ticket_expires):
+                raise spent
             user = await repo.get_user(tx.session, tenant_id, user_id)
             if user is None or user.disabled_at is not None:
                 raise LoginFailed("This account is disabled.")
@@ -361,9 +352,12 @@ class OAuthOps(FacadeBase):
             chosen = list(dict.fromkeys(namespaces))
             if not chosen:
                 raise ConsentInvalid("Choose at least one namespace to share.")
-            missing = [n for n in chosen if n not in known]
+            # The user can share only what they may reach (a user made by a namespace-limited
+            # key reaches only its namespaces). Another tenant's namespace, or one outside the
+            # user's reach, looks exactly like one that does not exist.
+            reach = user_principal(tenant_id, user)
+            missing = [n for n in chosen if n not in known or not reach.can_access(n)]
             if missing:
-                # Another tenant's namespace looks exactly like one that does not exist.
                 raise ConsentInvalid(f"No namespace named {missing[0]!r} in your account.")
             granted = [s for s in OAUTH_SCOPES if s in scopes and s in req.scopes and s in user.scopes]
             if not granted:
@@ -385,13 +379,15 @@ class OAuthOps(FacadeBase):
 
     async def consent_view(self, req: AuthorizationRequest, ticket: str) -> ConsentView:
         """The consent page again (after a mistake on it), for the signed-in user of the ticket."""
-        tenant_id, user_id = await self._ticket(req, ticket)
+        tenant_id, user_id, _, _ = await self._ticket(req, ticket)
         return await self._consent_view(req, ticket, tenant_id, user_id)
 
     # ---- tokens --------------------------------------------------------------------------------------
 
-    async def token(self, form: dict[str, str]) -> dict[str, Any]:
+    async def token(self, form: dict[str, str], *, address: str | None = None) -> dict[str, Any]:
         """The token endpoint: authorization_code (with PKCE) and refresh_token grants."""
+        limit = Limit("oauth-token", self._settings.oauth_token_limit)
+        await self._limiter.hit(limit, client_address(address), what="token requests")
         grant_type = form.get("grant_type")
         client_id = form.get("client_id") or ""
         if not client_id:
@@ -449,6 +445,7 @@ class OAuthOps(FacadeBase):
                     resource=row.resource,
                 )
                 row.used_at, row.grant_id = datetime.now(UTC), grant.id
+                await repo.mark_client_granted(tx.session, row.client_id)
                 await self._store_refresh(tx.session, tenant_id, grant.id, refresh)
                 await audit.record(
                     tx.session,
@@ -488,7 +485,7 @@ class OAuthOps(FacadeBase):
             elif row.expires_at < datetime.now(UTC):
                 failure = InvalidGrant("The refresh token has expired.")
             else:
-                requested = set(_scopes_of(form["scope"])) if form.get("scope") else set(grant.scopes)
+                requested = set(scopes_of(form["scope"])) if form.get("scope") else set(grant.scopes)
                 if not requested <= set(grant.scopes):
                     failure = InvalidScope("A refresh cannot widen the granted scopes.")
             if failure is None:
@@ -535,8 +532,7 @@ class OAuthOps(FacadeBase):
     async def _verified(self, raw: str, typ: str, claims: dict[str, Any]) -> dict[str, Any]:
         """Signature (with the key its `kid` names), `typ`, then the claims: `exp` always, and
         each of ``claims`` as required (essential) and, where given, equal to a value."""
-        kid = json.loads(_b64(raw.split(".")[0])).get("kid")
-        token = jwt.decode(raw, await self._keyring.verification_keys(kid), algorithms=[ALG])
+        token = jwt.decode(raw, await self._keyring.verification_keys(kid_of(raw)), algorithms=[ALG])
         if token.header.get("typ") != typ:
             raise ValueError(f"not a {typ} token")
         options: dict[str, Any] = {"exp": {"essential": True}}
@@ -613,10 +609,6 @@ class OAuthOps(FacadeBase):
             await audit.record(
                 tx.session, tenant_id, actor, "oauth.revoke", target_id=str(grant_id), detail={"reason": reason}
             )
-
-
-def _b64(part: str) -> bytes:
-    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
 
 
 def _why(exc: Exception) -> str:

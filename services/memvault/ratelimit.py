@@ -1,0 +1,122 @@
+"""The shared rate limiter: named limits of one or more tiers ("5/minute;20/hour"), counted in a
+moving window by the `limits` library, in Redis when one is configured (so every gateway replica
+counts the same attempts) and in this process's memory otherwise.
+
+Sign-in, client registration and the token endpoint use it now; per-key and per-tenant limits of
+plans (issue 23) are meant to be further `Limit`s on the same `RateLimiter`. Tiers are the backoff:
+a caller who keeps failing after the first tier is spent waits for the next, longer window.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from limits import RateLimitItem, parse_many
+from limits.aio.storage import MemoryStorage, RedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter
+from limits.errors import StorageError
+
+from memvault.errors import MemvaultError
+
+log = logging.getLogger(__name__)
+
+
+class RateLimited(MemvaultError):
+    status = 429
+    code = "rate_limited"
+    title = "Too many requests"
+
+    def __init__(self, detail: str, *, retry_after: int) -> None:
+        super().__init__(detail, extra={"retry_after": retry_after})
+        self.retry_after = retry_after
+
+    def response_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after)}
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A named limit; `spec` is the limits library's notation, tiers separated by ';'."""
+
+    name: str
+    spec: str
+
+    @property
+    def tiers(self) -> list[RateLimitItem]:
+        return parse_many(self.spec)
+
+
+def check_spec(spec: str) -> str:
+    """For settings: refuse a limit string the library cannot read at start, not on first use."""
+    try:
+        parse_many(spec)
+    except ValueError as exc:
+        raise ValueError(f"not a rate limit: {spec!r} (write e.g. '5/minute;20/hour')") from exc
+    return spec
+
+
+def client_address(host: str | None) -> str:
+    """Who is counted for a per-address limit: the IPv4 address, or the IPv6 /64 (one host
+    commonly holds a whole /64, so a single address would be no limit at all)."""
+    try:
+        ip = ipaddress.ip_address(host or "")
+    except ValueError:
+        return host or "unknown"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+def _key(parts: tuple[str, ...]) -> str:
+    # Emails and addresses are counted, never stored readable in Redis.
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
+
+
+class RateLimiter:
+    def __init__(self, redis_url: str | None, *, prefix: str = "memvault:rl") -> None:
+        storage: Any
+        if redis_url:
+            # Short timeouts: a hung Redis must slow a sign-in by a second, not hang it.
+            storage = RedisStorage(
+                f"async+{redis_url}",
+                implementation="redispy",
+                key_prefix=prefix,
+                wrap_exceptions=True,
+                socket_timeout=1.0,
+                socket_connect_timeout=1.0,
+            )
+        else:
+            storage = MemoryStorage(wrap_exceptions=True)
+        self._limiter = MovingWindowRateLimiter(storage)
+
+    async def hit(self, limit: Limit, *key: str, what: str = "requests") -> None:
+        """Count one attempt for ``key`` against each tier of ``limit``; RateLimited (saying when
+        to retry) if a tier is already full. A storage failure lets the attempt through: losing
+        Redis must not lock every user out, and the attempt still costs an Argon2 hash."""
+        ident = _key(key)
+        for tier in limit.tiers:
+            try:
+                if await self._limiter.hit(tier, limit.name, ident):
+                    continue
+                stats = await self._limiter.get_window_stats(tier, limit.name, ident)
+            except StorageError as exc:
+                log.warning("rate limit storage unavailable (%s); %s not limited", exc, limit.name)
+                return
+            retry = max(1, math.ceil(stats.reset_time - time.time()))
+            raise RateLimited(f"Too many {what}; retry in {retry} s.", retry_after=retry)
+
+    async def clear(self, limit: Limit, *key: str) -> None:
+        ident = _key(key)
+        for tier in limit.tiers:
+            try:
+                await self._limiter.clear(tier, limit.name, ident)
+            except StorageError as exc:
+                log.warning("rate limit storage unavailable (%s); %s not cleared", exc, limit.name)
