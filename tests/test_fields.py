@@ -25,7 +25,7 @@ from tests.memories.test_router import problem
 NS = "/v1/namespaces/default"
 AWS_ID = "AK" + "IA" + "IOSFODNN7EXAMPLE"  # AWS's documented sample key id, assembled so no scanner trips
 SECRET = f"key {AWS_ID}"
-# Emails are unique across tenants today (issue 27 item 10): one per test run.
+# A fresh address per run, so the users these tests create never meet another test's.
 EMAIL = f"ana-{uuid.uuid4().hex[:8]}@example.com"
 
 # Request models that are never stored: they select or search. Anything else that opts out of the

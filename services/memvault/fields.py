@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -101,7 +102,13 @@ class Body(BaseModel):
     def _storable(cls, v: Any, info: ValidationInfo) -> Any:
         check_value(v)
         name = info.field_name
-        if cls.guard_secrets and name is not None and NOT_STORED not in cls.model_fields[name].metadata:
+        # A member of an enum is one of our own words (a type, a scope), never a secret.
+        if (
+            cls.guard_secrets
+            and name is not None
+            and not isinstance(v, Enum)
+            and NOT_STORED not in cls.model_fields[name].metadata
+        ):
             try:
                 ensure_no_secrets(v, field=name)
             except SecretDetected as exc:
