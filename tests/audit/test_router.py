@@ -4,6 +4,7 @@ the tenant and to a limited key's namespaces."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from tests.conftest import Tenant
 from tests.memories.test_router import problem
@@ -77,3 +78,26 @@ class TestOtherTenant:
         mid = r.json()["id"]
         assert await entries(client, tenant_b.headers, target_id=mid) == []
         assert all(e["target_id"] != mid for e in await entries(client, tenant_b.headers, limit=500))
+
+
+class TestBadFilters:
+    """These were 500s: PostgreSQL refuses NUL in text, and the cursor is compared as a bigint."""
+
+    @pytest.mark.parametrize("param", ["namespace", "action", "target_id", "cursor"])
+    async def test_nul_in_a_filter_is_422(self, client: httpx.AsyncClient, tenant_a: Tenant, param: str) -> None:
+        r = await client.get(AUDIT, params={param: "a\x00b"}, headers=tenant_a.headers)
+
+        assert problem(r, 422, "validation_error")["field"] == param
+
+    @pytest.mark.parametrize("cursor", [str(2**63), "9" * 30, "\u0663", "\u00b2"])
+    async def test_cursor_beyond_a_bigint_is_422(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, cursor: str
+    ) -> None:
+        r = await client.get(AUDIT, params={"cursor": cursor}, headers=tenant_a.headers)
+
+        assert problem(r, 422, "validation_error")["field"] == "cursor"
+
+    async def test_largest_cursor_is_an_empty_page(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        r = await client.get(AUDIT, params={"cursor": str(2**63 - 1)}, headers=tenant_a.headers)
+
+        assert r.status_code == 200, r.text

@@ -171,6 +171,18 @@ class TestFlow:
 
 
 class TestErrors:
+    async def test_a_secret_in_any_stored_field_is_refused(self, base_url: str, tenant_a: Tenant) -> None:
+        # The guard runs in the request models (fields.Body), so the MCP door refuses what REST does.
+        aws_id = "AK" + "IA" + "IOSFODNN7EXAMPLE"
+        async with mcp_session(base_url, tenant_a.key) as s:
+            for field in ("key", "user_id", "agent_id", "session_id"):
+                text = await fails(s, "memory_store", content="seat 4A", **{field: f"id {aws_id}"})
+                assert text.startswith("secret_detected") and f"(field: {field})" in text and aws_id not in text
+            text = await fails(s, "trace_start", task="deploy", user_id=f"id {aws_id}")
+            assert text.startswith("secret_detected") and aws_id not in text
+            listed = await call(s, "memory_list")
+        assert aws_id not in json.dumps(listed)
+
     async def test_each_kind_is_a_readable_tool_error(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key) as s:
             assert (await fails(s, "memory_store", content="   ")).startswith("validation_error")

@@ -4,9 +4,11 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
+from pydantic import AfterValidator
 
 from memvault.audit.schemas import AuditPage
 from memvault.gateway.deps import AdminPrincipal, Api
+from memvault.memories.schemas import no_nul
 
 router = APIRouter(prefix="/v1/audit", tags=["audit"])
 
@@ -15,12 +17,14 @@ router = APIRouter(prefix="/v1/audit", tags=["audit"])
 async def list_audit(
     p: AdminPrincipal,
     api: Api,
-    namespace: Annotated[str | None, Query(max_length=64)] = None,
-    action: Annotated[str | None, Query(max_length=100, description="e.g. `memory` or `memory.delete`.")] = None,
-    target_id: Annotated[str | None, Query(max_length=200)] = None,
+    namespace: Annotated[str | None, Query(max_length=64), AfterValidator(no_nul)] = None,
+    action: Annotated[
+        str | None, Query(max_length=100, description="e.g. `memory` or `memory.delete`."), AfterValidator(no_nul)
+    ] = None,
+    target_id: Annotated[str | None, Query(max_length=200), AfterValidator(no_nul)] = None,
     since: datetime | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    cursor: Annotated[str | None, Query(max_length=100)] = None,
+    cursor: Annotated[str | None, Query(max_length=100), AfterValidator(no_nul)] = None,
 ) -> AuditPage:
     """Every write and delete in the tenant, newest first: who, what, which target, when. Entries
     never hold memory content. A namespace-limited admin key sees its namespaces' entries only."""

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from memvault.fields import Body, UnitFloat
 from memvault.memories.schemas import MemoryType, Metadata, Timestamp, no_nul
 
 MAX_ALIASES = 50
@@ -50,7 +51,7 @@ Description = Annotated[str | None, Field(default=None, max_length=4000), AfterV
 RelationType = Annotated[str, Field(pattern=RELATION_TYPE, description="snake_case verb, e.g. works_at.")]
 
 
-class EntityIn(BaseModel):
+class EntityIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     name: Name
@@ -60,7 +61,7 @@ class EntityIn(BaseModel):
     metadata: Metadata = Field(default_factory=dict)
 
 
-class EntityPatch(BaseModel):
+class EntityPatch(Body):
     """Fields to change; omitted fields stay as they are. Aliases and metadata are replaced."""
 
     model_config = ConfigDict(extra="forbid")
@@ -103,7 +104,7 @@ class EntityPage(BaseModel):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
 
 
-class RelationIn(BaseModel):
+class RelationIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     source_id: uuid.UUID
@@ -111,7 +112,7 @@ class RelationIn(BaseModel):
     target_id: uuid.UUID
     valid_from: Timestamp = None
     valid_to: Timestamp = None
-    confidence: float = Field(default=1.0, ge=0, le=1)
+    confidence: UnitFloat = 1.0
     metadata: Metadata = Field(default_factory=dict)
 
     # Field validators rather than one model validator, so the problem names the field at fault.
@@ -176,7 +177,7 @@ class EntityGraph(BaseModel):
     )
 
 
-class LinkIn(BaseModel):
+class LinkIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     entity_ids: list[uuid.UUID] = Field(min_length=1, max_length=MAX_LINKS)

@@ -29,7 +29,6 @@ from memvault.entities.schemas import (
 )
 from memvault.errors import InvalidInput
 from memvault.facade import FacadeBase
-from memvault.guard import ensure_no_secrets
 from memvault.memories.service import MemoryNotFound
 from memvault.principal import Principal
 
@@ -74,22 +73,6 @@ def relation_out(r: Relation, namespace: str) -> RelationOut:
     )
 
 
-def _check_secrets(
-    *,
-    name: str | None = None,
-    aliases: list[str] | None = None,
-    description: str | None = None,
-    metadata: dict[str, Any] | None = None,
-) -> None:
-    if name is not None:
-        ensure_no_secrets(name, field="name")
-    if aliases:
-        ensure_no_secrets(aliases, field="aliases")
-    if description is not None:
-        ensure_no_secrets(description, field="description")
-    if metadata:
-        ensure_no_secrets(metadata, field="metadata")
-
 
 def _as_utc(at: datetime | None) -> datetime | None:
     if at is None or at.tzinfo is not None:
@@ -106,7 +89,6 @@ class EntityOps(FacadeBase):
         """Create an entity. Its (type, name) must be new in the namespace, ignoring case: a
         duplicate raises `entity_exists` carrying `existing_id`."""
         p.require("write", ns)
-        _check_secrets(name=body.name, aliases=body.aliases, description=body.description, metadata=body.metadata)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
             e = await repo.insert_entity(tx.session, p.tenant_id, namespace.id, body, p.subject)
@@ -132,7 +114,6 @@ class EntityOps(FacadeBase):
         aliases are added, a new description replaces the old, metadata keys are merged.
         Returns (entity, created)."""
         p.require("write", ns)
-        _check_secrets(name=body.name, aliases=body.aliases, description=body.description, metadata=body.metadata)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
             e, outcome = await repo.upsert(tx.session, p.tenant_id, namespace.id, body, p.subject)
@@ -222,7 +203,6 @@ class EntityOps(FacadeBase):
     async def update_entity(self, p: Principal, ns: str, entity_id: uuid.UUID, patch: EntityPatch) -> EntityOut:
         """Change fields of an entity. Aliases and metadata are replaced, not merged."""
         p.require("write", ns)
-        _check_secrets(name=patch.name, aliases=patch.aliases, description=patch.description, metadata=patch.metadata)
         values: dict[str, Any] = {}
         for name in patch.model_fields_set:
             value = getattr(patch, name)
@@ -279,7 +259,6 @@ class EntityOps(FacadeBase):
         """Relate two entities of the namespace (source --type--> target), optionally for a
         stretch of valid time."""
         p.require("write", ns)
-        _check_secrets(metadata=body.metadata)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
             r = await repo.insert_relation(tx.session, p.tenant_id, namespace.id, body, p.subject)

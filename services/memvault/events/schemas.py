@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from memvault.fields import Body
 from memvault.memories.schemas import Content, Metadata, OwnerId, Timestamp, no_nul
 
 MAX_MESSAGES = 500
@@ -23,7 +24,7 @@ class Role(StrEnum):
     system = "system"
 
 
-class MessageIn(BaseModel):
+class MessageIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     role: Role
@@ -35,7 +36,7 @@ class MessageIn(BaseModel):
     metadata: Metadata = Field(default_factory=dict)
 
 
-class EventsIn(BaseModel):
+class EventsIn(Body):
     """Messages to append, in conversation order. Every message needs a session: its own
     `session_id` or the request's."""
 

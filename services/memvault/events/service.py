@@ -31,7 +31,6 @@ from memvault.events.schemas import (
     SessionPage,
 )
 from memvault.facade import FacadeBase
-from memvault.guard import ensure_no_secrets
 from memvault.jobs import repository as jobs_repo
 from memvault.principal import Principal
 
@@ -78,15 +77,6 @@ def _resolve(body: EventsIn) -> list[_Message]:
             )
         )
     return out
-
-
-def _guard(messages: list[_Message]) -> None:
-    for i, m in enumerate(messages):
-        ensure_no_secrets(m.content, field=f"messages[{i}].content")
-        if m.speaker is not None:
-            ensure_no_secrets(m.speaker, field=f"messages[{i}].speaker")
-        if m.metadata:
-            ensure_no_secrets(m.metadata, field=f"messages[{i}].metadata")
 
 
 def ingest_key(namespace_id: uuid.UUID, messages: list[_Message]) -> str:
@@ -172,7 +162,6 @@ class EventOps(FacadeBase):
         The job is handed to the workers only after the commit."""
         p.require("write", ns)
         messages = _resolve(body)
-        _guard(messages)
         event_ids = [uuid.uuid4() for _ in messages]
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)

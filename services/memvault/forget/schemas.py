@@ -4,11 +4,14 @@ import uuid
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memvault.fields import Body
 from memvault.memories.schemas import OwnerId
 
 
-class ForgetIn(BaseModel):
+class ForgetIn(Body):
     """Exactly one selector: a user, a session, an entity, or the whole namespace."""
+
+    guard_secrets = False  # never stored: it only selects what to read or forget
 
     model_config = ConfigDict(extra="forbid")
 

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from memvault.db.session import unavailable
 from memvault.errors import DatabaseUnavailable, MemvaultError
+from memvault.fields import secret_error
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # The secrets guard runs inside the request models (fields.Body): its refusal keeps its own code.
+        for e in exc.errors():
+            if e.get("type") == "secret_detected":
+                return problem_response(request, secret_error(e, _field(e.get("loc", ()))).problem())
         errors = [
             {"field": _field(e.get("loc", ())), "message": e.get("msg", ""), "type": e.get("type", "")}
             for e in exc.errors()
@@ -92,6 +97,21 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
+            # FastAPI answers 400 for a body that is not UTF-8 or nests too deep for the JSON parser
+            # (a JSON syntax error is already a 422): the docs promise 422 for every unreadable body.
+            return problem_response(
+                request,
+                {
+                    "type": "https://memvault.dev/errors/validation_error",
+                    "title": "Invalid input",
+                    "status": 422,
+                    "detail": "body: the request body is not valid JSON (UTF-8, at most a few hundred levels deep)",
+                    "code": "validation_error",
+                    "field": "body",
+                    "errors": [{"field": "body", "message": "JSON decode error", "type": "json_invalid"}],
+                },
+            )
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         return problem_response(
             request,

@@ -6,11 +6,12 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from memvault.fields import Body
 from memvault.namespaces.schemas import NAMESPACE_NAME
 from memvault.principal import SCOPES
 
 
-class KeyIn(BaseModel):
+class KeyIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(default="", max_length=200)

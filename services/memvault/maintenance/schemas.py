@@ -5,6 +5,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memvault.fields import Body
+
 
 class Step(StrEnum):
     dedup = "dedup"
@@ -19,7 +21,7 @@ DEFAULT_STEPS = [Step.reembed, Step.dedup, Step.promote, Step.decay]
 MAX_BUDGET_MS = 600_000
 
 
-class OrganizeIn(BaseModel):
+class OrganizeIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     jobs: list[Step] = Field(

@@ -19,6 +19,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import ValidationError
 
 from memvault.errors import MemvaultError
+from memvault.fields import as_error
 from memvault.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -86,12 +87,10 @@ class Runtime:
         try:
             return await fn()
         except MemvaultError as exc:
-            extra = f" (field: {exc.extra['field']})" if exc.extra.get("field") else ""
-            raise ToolError(f"{exc.code}: {exc.detail}{extra}") from exc
+            raise _tool_error(exc) from exc
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first["loc"]) or "arguments"
-            raise ToolError(f"validation_error: {where}: {first['msg']}") from exc
+            # The same reading as REST's: a secret refused by the models keeps its code.
+            raise _tool_error(as_error(exc)) from exc
         except ValueError as exc:
             raise ToolError(f"validation_error: {exc}") from exc
         except ToolError:
@@ -99,3 +98,8 @@ class Runtime:
         except Exception as exc:
             log.exception("MCP tool call failed")
             raise ToolError("internal_error: the memory service failed on this call; try again later") from exc
+
+
+def _tool_error(exc: MemvaultError) -> ToolError:
+    extra = f" (field: {exc.extra['field']})" if exc.extra.get("field") else ""
+    return ToolError(f"{exc.code}: {exc.detail}{extra}")

@@ -474,6 +474,10 @@ async def count_accesses(
     )
 
 
+# Decay stops at 2^-1000 (zero to any ranking): past it PostgreSQL's exp() and power() raise underflow.
+MAX_HALF_LIVES = 1000.0
+
+
 def strength_of(m: Any, *, now: Any, half_life_days: float) -> Any:
     """A memory's strength (docs/workers.md, "Decay"): recency halves every half-life since its last
     recall (else its creation), recall multiplies it by 1 + ln(1 + access_count), importance by
@@ -481,7 +485,7 @@ def strength_of(m: Any, *, now: Any, half_life_days: float) -> Any:
     ranks by it. ``m`` is the Memory entity or an alias of it."""
     age_s = func.extract("epoch", now - func.coalesce(m.last_accessed_at, m.created_at))
     return (
-        func.power(0.5, func.greatest(age_s, 0.0) / 86400.0 / half_life_days)
+        func.power(0.5, func.least(func.greatest(age_s, 0.0) / 86400.0 / half_life_days, MAX_HALF_LIVES))
         * (1 + func.ln(1 + m.access_count))
         * (0.5 + m.importance)
     )

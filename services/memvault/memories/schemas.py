@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import math
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -9,8 +8,10 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from memvault.fields import MAX_DEPTH, Body, UnitFloat, check_text, check_value
+
 MAX_METADATA_BYTES = 16_384
-MAX_METADATA_DEPTH = 32
+MAX_METADATA_DEPTH = MAX_DEPTH
 MAX_BATCH = 1000
 
 
@@ -46,36 +47,10 @@ class ScopeLevel(StrEnum):
 SCOPE_RANK = {level.value: rank for rank, level in enumerate(ScopeLevel)}
 
 
-def _storable_text(s: str) -> None:
-    if "\x00" in s:
-        raise ValueError("metadata strings must not contain NUL characters")
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise ValueError("metadata strings must be valid Unicode (no unpaired surrogates)") from exc
-
-
-def _storable(value: Any, depth: int) -> None:
-    # JSONB refuses NaN, Infinity, NUL and unpaired surrogates, and very deep nesting cannot be
-    # serialised back out: refuse them here, or the database turns them into a 500 (or a memory
-    # that breaks every later list and search of its namespace).
-    if depth > MAX_METADATA_DEPTH:
-        raise ValueError(f"metadata is nested deeper than {MAX_METADATA_DEPTH} levels")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("metadata numbers must be finite (no NaN or Infinity)")
-    if isinstance(value, str):
-        _storable_text(value)
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            _storable_text(k)
-            _storable(v, depth + 1)
-    elif isinstance(value, list):
-        for v in value:
-            _storable(v, depth + 1)
-
-
 def _metadata_size(v: dict[str, Any]) -> dict[str, Any]:
-    _storable(v, 1)
+    # JSONB refuses NaN, Infinity, NUL and unpaired surrogates, and very deep nesting cannot be
+    # serialised back out: fields.Body refuses those in every field; the size bound is metadata's own.
+    check_value(v)
     if len(json.dumps(v, default=str)) > MAX_METADATA_BYTES:
         raise ValueError(f"metadata is larger than {MAX_METADATA_BYTES} bytes of JSON")
     return v
@@ -96,9 +71,9 @@ def _utc(v: datetime | None) -> datetime | None:
 
 
 def no_nul(v: str | None) -> str | None:
-    # PostgreSQL text cannot hold NUL; refuse it here rather than fail in the database.
-    if v is not None and "\x00" in v:
-        raise ValueError("must not contain NUL characters")
+    # The text rule of fields.Body, for query parameters (which are not a Body).
+    if v is not None:
+        check_text(v)
     return v
 
 
@@ -118,7 +93,7 @@ Timestamp = Annotated[datetime | None, AfterValidator(_utc)]
 FilterId = Annotated[str | None, Field(default=None, max_length=200), AfterValidator(no_nul)]
 
 
-class _ValidRange(BaseModel):
+class _ValidRange(Body):
     @model_validator(mode="after")
     def _range(self) -> _ValidRange:
         vf, vt = getattr(self, "valid_from", None), getattr(self, "valid_to", None)
@@ -151,8 +126,8 @@ class MemoryIn(_ValidRange):
         default_factory=list, max_length=500, description="Events it was extracted from (provenance)."
     )
     metadata: Metadata = Field(default_factory=dict)
-    importance: float = Field(default=0.5, ge=0, le=1)
-    confidence: float = Field(default=1.0, ge=0, le=1)
+    importance: UnitFloat = 0.5
+    confidence: UnitFloat = 1.0
     state: MemoryState = MemoryState.stable
     valid_from: Timestamp = None
     valid_to: Timestamp = None
@@ -187,8 +162,8 @@ class MemoryPatch(_ValidRange):
     agent_id: OwnerId = None
     session_id: OwnerId = None
     metadata: Metadata | None = None
-    importance: float | None = Field(default=None, ge=0, le=1)
-    confidence: float | None = Field(default=None, ge=0, le=1)
+    importance: UnitFloat | None = None
+    confidence: UnitFloat | None = None
     state: MemoryState | None = None
     valid_from: Timestamp = None
     valid_to: Timestamp = None
@@ -208,7 +183,7 @@ class MemoryPatch(_ValidRange):
         return self
 
 
-class MemoryBatchIn(BaseModel):
+class MemoryBatchIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     memories: list[MemoryIn] = Field(min_length=1, max_length=MAX_BATCH)
@@ -250,7 +225,9 @@ class MemoryBatchOut(BaseModel):
     memories: list[MemoryOut]
 
 
-class MemoryFilters(BaseModel):
+class MemoryFilters(Body):
+    guard_secrets = False  # never stored: it only selects what to read or forget
+
     model_config = ConfigDict(extra="forbid")
 
     type: list[MemoryType] | None = None

@@ -16,7 +16,6 @@ from memvault.audit import repository as audit
 from memvault.db.session import TenantTx
 from memvault.errors import Conflict, Forbidden, InvalidInput, NotFound
 from memvault.facade import FacadeBase
-from memvault.guard import ensure_no_secrets
 from memvault.memories import repository as repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import (
@@ -143,9 +142,9 @@ class MemoryOps(FacadeBase):
     async def store(self, p: Principal, ns: str, body: MemoryIn) -> MemoryOut:
         """Store one memory. With a `key`, it supersedes the current memory of the same scope,
         owner, type and key (which stays readable in history and at earlier `knowledge_at`)."""
-        return (await self.store_many(p, ns, [body], batch=False))[0]
+        return (await self.store_many(p, ns, [body]))[0]
 
-    async def store_many(self, p: Principal, ns: str, bodies: list[MemoryIn], *, batch: bool = True) -> list[MemoryOut]:
+    async def store_many(self, p: Principal, ns: str, bodies: list[MemoryIn]) -> list[MemoryOut]:
         """Store memories in one embedding batch and one transaction: all of them or none."""
         p.require("write", ns)
         levels = {b.level for b in bodies}
@@ -156,11 +155,6 @@ class MemoryOps(FacadeBase):
                 "system-scope memories are stored apart from every tenant: send them in their own batch",
                 extra={"field": "scope"},
             )
-        for i, b in enumerate(bodies):
-            # Name the field the way the request did: `content` alone, `memories[3].content` in a batch.
-            where = f"memories[{i}]." if batch else ""
-            ensure_no_secrets(b.content, field=f"{where}content")
-            ensure_no_secrets(b.metadata, field=f"{where}metadata")
         # Embed before the transaction opens, so no connection waits on the model.
         vectors = await self._embed([b.content for b in bodies])
         async with self._db.tenant_tx(p.tenant_id) as tx:
@@ -377,12 +371,9 @@ class MemoryOps(FacadeBase):
             value = getattr(patch, name)
             values["metadata_" if name == "metadata" else name] = getattr(value, "value", value)
         if patch.content is not None:
-            ensure_no_secrets(patch.content, field="content")
             values["embedding"] = (await self._embed([patch.content]))[0]
             values["embedding_model"] = self._embedder.model_id
             values["content_hash"] = content_hash(patch.content)
-        if patch.metadata is not None:
-            ensure_no_secrets(patch.metadata, field="metadata")
 
         async def check(current: Memory) -> dict[str, Any]:
             vf = values.get("valid_from", current.valid_from)

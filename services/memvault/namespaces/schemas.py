@@ -5,6 +5,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memvault.fields import Body
 from memvault.maintenance.schemas import OrganizeIn
 from memvault.retrieval.schemas import DEFAULT_WEIGHTS, Fusion, check_weights
 
@@ -12,14 +13,14 @@ from memvault.retrieval.schemas import DEFAULT_WEIGHTS, Fusion, check_weights
 NAMESPACE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
 
 
-class NamespaceIn(BaseModel):
+class NamespaceIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     name: str = Field(pattern=NAMESPACE_NAME, description="Letters, digits, '.', '_' and '-'; up to 63.")
     description: str | None = Field(default=None, max_length=2000)
 
 
-class SearchSettings(BaseModel):
+class SearchSettings(Body):
     """Search defaults of one namespace; a request's own `weights` and `fusion` override them."""
 
     model_config = ConfigDict(extra="forbid")
@@ -42,7 +43,7 @@ class MaintenanceSchedule(OrganizeIn):
     every_minutes: int = Field(default=1440, ge=5, le=7 * 1440, description="Time between two runs.")
 
 
-class NamespaceSettings(BaseModel):
+class NamespaceSettings(Body):
     model_config = ConfigDict(extra="forbid")
 
     search: SearchSettings | None = None
@@ -51,7 +52,7 @@ class NamespaceSettings(BaseModel):
     )
 
 
-class NamespacePatch(BaseModel):
+class NamespacePatch(Body):
     """Fields left out stay as they are. In `settings`, each part given replaces that part, and
     null clears it."""
 

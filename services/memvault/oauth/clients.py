@@ -20,8 +20,11 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
+from pydantic import ValidationError
 
+from memvault.fields import as_error
 from memvault.oauth.errors import InvalidClientMetadata, InvalidRedirectUri, UnknownClient
+from memvault.oauth.schemas import ClientMetadataIn
 
 LOOPBACK_HOSTS = {"127.0.0.1", "[::1]", "::1", "localhost"}
 # Schemes a browser must never be sent to with a code in hand. None of them is in reverse-domain form,
@@ -177,6 +180,11 @@ def validate_metadata(
     scope = body.get("scope")
     if scope is not None and not isinstance(scope, str):
         raise InvalidClientMetadata("scope must be a space-separated string.")
+    try:
+        # The text rule, the secrets guard and size bounds of every request model (fields.Body).
+        ClientMetadataIn.model_validate({k: v for k, v in body.items() if k in _KEPT})
+    except ValidationError as exc:
+        raise InvalidClientMetadata(as_error(exc).detail) from None
     kept = {k: v for k, v in body.items() if k in _KEPT and v is not None}
     out: dict[str, Any] = {
         **kept,

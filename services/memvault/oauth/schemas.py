@@ -5,10 +5,11 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memvault.fields import NOT_STORED, Body
 from memvault.namespaces.schemas import NAMESPACE_NAME
 
 OAuthScope = Literal["read", "write"]
@@ -16,11 +17,13 @@ OAuthScope = Literal["read", "write"]
 OAUTH_SCOPES: tuple[OAuthScope, ...] = ("read", "write")
 
 
-class UserIn(BaseModel):
+class UserIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     email: str = Field(min_length=3, max_length=254, pattern=r"^[^@\s]+@[^@\s]+$")
-    password: str = Field(min_length=1, max_length=1024, description="At least 10 characters; stored as Argon2id.")
+    password: Annotated[str, NOT_STORED] = Field(
+        min_length=1, max_length=1024, description="At least 10 characters; stored as Argon2id."
+    )
     name: str = Field(default="", max_length=200)
     scopes: list[OAuthScope] = Field(
         default_factory=lambda: ["read", "write"], min_length=1, description="The most a client may be granted."
@@ -86,3 +89,26 @@ class AccountOut(BaseModel):
     users: int
     clients: list[ClientOut] = Field(description="OAuth clients that hold or held a grant in this tenant.")
     grants: list[GrantOut]
+
+
+MetaText = Annotated[str, Field(max_length=200)]
+MetaUri = Annotated[str, Field(max_length=2000)]
+
+
+class ClientMetadataIn(Body):
+    """The RFC 7591 fields a registration or client metadata document may carry that memvault
+    stores and shows (the consent page, /v1/account), bounded: anyone may register, so an unbounded
+    field is free storage (a 1 MB `contacts` list was accepted). Fields not listed are dropped."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    client_name: MetaText | None = None
+    client_uri: MetaUri | None = None
+    logo_uri: MetaUri | None = None
+    tos_uri: MetaUri | None = None
+    policy_uri: MetaUri | None = None
+    contacts: list[Annotated[str, Field(max_length=254)]] | None = Field(default=None, max_length=10)
+    software_id: MetaText | None = None
+    software_version: MetaText | None = None
+    scope: MetaText | None = None
+    application_type: Annotated[str, Field(max_length=32)] | None = None

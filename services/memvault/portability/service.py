@@ -4,7 +4,7 @@ The file is: a header, then entities, relations, sessions, events, memories (eac
 history and entity links, embeddings optional), traces (with steps), and an `end` record with the
 counts, so an importer can tell a complete file from a truncated one. Export reads one
 REPEATABLE READ snapshot, page by page; import is one transaction, all or nothing, with new ids
-(references between records are remapped) and every text through the secrets guard.
+(references between records are remapped); every record is checked by the write API's models.
 """
 
 from __future__ import annotations
@@ -15,14 +15,18 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.audit import repository as audit
 from memvault.errors import Conflict, InvalidInput
 from memvault.facade import FacadeBase
-from memvault.guard import ensure_no_secrets
+from memvault.fields import as_error
+from memvault.guard import SecretDetected
+from memvault.memories.service import content_hash
+from memvault.portability.records import RECORDS
 from memvault.principal import Principal
 
 FORMAT = "memvault-export"
@@ -266,13 +270,11 @@ class PortabilityOps(FacadeBase):
     # ---- import ---------------------------------------------------------------------------
 
     async def import_namespace(self, p: Principal, ns: str, lines: list[str]) -> dict[str, int]:
-        """Restore an export into this namespace, all or nothing, under new ids."""
+        """Restore an export into this namespace, all or nothing, under new ids. Every record is
+        checked by the write API's own models (portability/records.py) before anything is stored;
+        the first bad one refuses the file, naming its line."""
         p.require("write", ns)
-        records = _parse(lines)
-        for i, (kind, r) in enumerate(records):
-            for field in ("content", "name", "description", "aliases", "task", "outcome", "metadata", "steps"):
-                if r.get(field) is not None:
-                    ensure_no_secrets(r[field], field=f"line {i + 2}: {kind}.{field}")
+        records = _validated(_parse(lines), p.subject)
         vectors = await self._import_vectors(records)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
@@ -280,10 +282,16 @@ class PortabilityOps(FacadeBase):
                 async with tx.session.begin_nested():
                     counts = await _restore(tx.session, p.tenant_id, namespace.id, records, vectors)
             except IntegrityError as exc:
+                if getattr(exc.orig, "sqlstate", None) != "23505":
+                    # The file was checked whole: what the database still refuses is a rule the checks
+                    # missed, not a clash with the namespace (a 409 would send the user looking there).
+                    raise ImportInvalid(f"the file breaks a rule of the database ({_constraint(exc)})") from exc
                 raise ImportConflict(
                     "The file clashes with what the namespace holds (an entity name or a current memory key "
                     "exists already). Import into an empty namespace, or forget the clashing data first."
                 ) from exc
+            except DBAPIError as exc:
+                raise ImportInvalid(f"the database refused a value of the file ({_constraint(exc)})") from exc
             await audit.record(
                 tx.session, p.tenant_id, p.subject, "namespace.import", namespace_id=namespace.id, detail=counts
             )
@@ -315,53 +323,109 @@ def _jsonable_dict(d: dict[str, Any]) -> dict[str, Any]:
     return {k: _jsonable(v) for k, v in d.items()}
 
 
-REQUIRED = {
-    "entity": ("id", "name", "type"),
-    "relation": ("id", "source_id", "type", "target_id"),
-    "session": ("id", "started_at", "last_event_at"),
-    "event": ("id", "session_id", "role", "content"),
-    "memory": ("id", "type", "content", "scope", "content_hash"),
-    "trace": ("id", "task", "status"),
-}
-
-
-def _parse(lines: list[str]) -> list[tuple[str, dict[str, Any]]]:
-    parsed: list[dict[str, Any]] = []
+def _parse(lines: list[str]) -> list[tuple[int, str, dict[str, Any]]]:
+    """The file's records as (line number, kind, fields), checked for shape: header, kinds, end."""
+    parsed: list[tuple[int, dict[str, Any]]] = []
     for n, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
             value = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ImportInvalid(f"line {n} is not JSON", extra={"line": n}) from exc
         if not isinstance(value, dict) or not isinstance(value.get("kind"), str):
             raise ImportInvalid(f"line {n} is not a record with a `kind`", extra={"line": n})
-        parsed.append(value)
-    if not parsed or parsed[0].get("kind") != "header" or parsed[0].get("format") != FORMAT:
+        parsed.append((n, value))
+    if not parsed or parsed[0][1].get("kind") != "header" or parsed[0][1].get("format") != FORMAT:
         raise ImportInvalid("the file does not start with a memvault export header")
-    if parsed[0].get("version") != VERSION:
-        raise ImportInvalid(f"export format version {parsed[0].get('version')!r} is not supported (need {VERSION})")
-    if parsed[-1].get("kind") != "end":
+    if parsed[0][1].get("version") != VERSION:
+        raise ImportInvalid(f"export format version {parsed[0][1].get('version')!r} is not supported (need {VERSION})")
+    if parsed[-1][1].get("kind") != "end":
         raise ImportInvalid("the file has no `end` record: it is incomplete")
-    body = parsed[1:-1]
-    records: list[tuple[str, dict[str, Any]]] = []
-    for n, r in enumerate(body, start=2):
+    records: list[tuple[int, str, dict[str, Any]]] = []
+    for n, r in parsed[1:-1]:
         kind = r.pop("kind")
         if kind not in COLUMNS:
             raise ImportInvalid(f"line {n}: unknown kind {kind!r}", extra={"line": n})
-        missing = [f for f in REQUIRED[kind] if r.get(f) in (None, "")]
-        if missing:
-            raise ImportInvalid(f"line {n}: {kind} lacks {', '.join(missing)}", extra={"line": n})
-        if kind == "memory" and r["scope"] in ("tenant", "system"):
-            raise ImportInvalid(f"line {n}: {r['scope']}-scope memories are not part of a namespace", extra={"line": n})
-        records.append((kind, r))
+        records.append((n, kind, r))
     counts: dict[str, int] = {}
-    for kind, _ in records:
+    for _, kind, _ in records:
         counts[kind] = counts.get(kind, 0) + 1
-    expected = parsed[-1].get("counts") or {}
-    if any(counts.get(k, 0) != v for k, v in expected.items()):
+    expected = parsed[-1][1].get("counts") or {}
+    if not isinstance(expected, dict) or any(counts.get(k, 0) != v for k, v in expected.items()):
         raise ImportInvalid(f"the file's records {counts} do not match its end record {expected}")
     return records
+
+
+def _validated(records: list[tuple[int, str, dict[str, Any]]], importer: str) -> list[tuple[str, dict[str, Any]]]:
+    """Each record through its write model, then the references between them; as the column values
+    to insert. Rows are the importer's: the file's `created_by` is not kept."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    models: list[tuple[int, str, Any]] = []
+    for n, kind, r in records:
+        try:
+            model = RECORDS[kind].model_validate(r)
+        except ValidationError as exc:
+            err = as_error(exc, prefix=f"line {n}: {kind}")
+            if isinstance(err, SecretDetected):
+                err.extra["line"] = n
+                raise err from None
+            raise ImportInvalid(err.detail, extra={"line": n, "field": err.extra.get("field")}) from None
+        models.append((n, kind, model))
+    _check_references(models)
+    for _, kind, model in models:
+        values = model.model_dump(mode="json", exclude_unset=True, exclude_none=True)
+        if kind == "event" and "timestamp" in values:
+            values["occurred_at"] = values.pop("timestamp")
+        if kind == "memory":
+            values["content_hash"] = content_hash(model.content)
+        if kind != "session":
+            values["created_by"] = importer
+        out.append((kind, values))
+    return out
+
+
+def _check_references(models: list[tuple[int, str, Any]]) -> None:
+    """Ids unique per kind, every reference to a record of the file, and no two records the database
+    would hold as the same (an entity name, a current memory key): a file error, not a clash."""
+    ids: dict[str, set[str]] = {kind: set() for kind in COLUMNS}
+    for n, kind, m in models:
+        key = str(m.id)
+        if key in ids[kind]:
+            raise ImportInvalid(f"line {n}: a second {kind} with id {key}", extra={"line": n, "field": "id"})
+        ids[kind].add(key)
+    names: set[tuple[str, str]] = set()
+    current_keys: set[tuple[str, str | None, str, str]] = set()
+    for n, kind, m in models:
+        refs: list[tuple[str, str, Any]] = []
+        if kind == "relation":
+            refs = [("source_id", "entity", m.source_id), ("target_id", "entity", m.target_id)]
+        elif kind == "memory":
+            refs = [("entity_ids", "entity", e) for e in m.entity_ids]
+            refs += [("source_event_ids", "event", e) for e in m.source_event_ids]
+            refs += [(f, "memory", getattr(m, f)) for f in ("superseded_by", "supersedes") if getattr(m, f)]
+        for field, target, ref in refs:
+            if str(ref) not in ids[target]:
+                raise ImportInvalid(
+                    f"line {n}: {kind}.{field} names {target} {ref}, which is not in the file",
+                    extra={"line": n, "field": field},
+                )
+        if kind == "entity":
+            name = (m.type.value, m.name.lower())
+            if name in names:
+                raise ImportInvalid(f"line {n}: a second {m.type.value} named {m.name!r}", extra={"line": n})
+            names.add(name)
+        if kind == "memory" and m.key is not None and m.superseded_at is None:
+            owner = m.session_id if m.scope == "session" else m.user_id if m.scope == "user" else ""
+            current = (m.scope.value, owner, m.type.value, m.key)
+            if current in current_keys:
+                raise ImportInvalid(f"line {n}: a second current memory with key {m.key!r}", extra={"line": n})
+            current_keys.add(current)
+
+
+def _constraint(exc: DBAPIError) -> str:
+    diag = getattr(exc.orig, "diag", None)
+    return getattr(diag, "constraint_name", None) or getattr(diag, "message_primary", None) or type(exc.orig).__name__
 
 
 async def _restore(
@@ -420,6 +484,7 @@ async def _restore(
         if kind == "trace":
             for st in r.get("steps") or []:
                 step = {c: st.get(c) for c in STEP_COLUMNS}
+                step["at"] = step["at"] or values.get("started_at") or datetime.now(UTC).isoformat()
                 for c in ("tool_args", "tool_result"):
                     step[c] = None if step[c] is None else json.dumps(step[c])
                 await s.execute(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from memvault.fields import Body
 from memvault.memories.schemas import MemoryFilters, MemoryOut, OwnerId
 
 # Heading per type, in the order sections appear when present.
@@ -37,7 +38,9 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
-class ContextIn(BaseModel):
+class ContextIn(Body):
+    guard_secrets = False  # never stored: it only selects what to read or forget
+
     model_config = ConfigDict(extra="forbid")
 
     query: str | None = Field(default=None, min_length=1, max_length=4000, description="What the context is for.")

@@ -101,17 +101,23 @@ def _add_months(y: int, m: int, delta: int) -> tuple[int, int]:
 
 
 def date_window(q: str, ref: datetime) -> tuple[datetime, datetime] | None:
-    """The period a query names, most specific form first; None if it names none."""
-    today = _day(ref.year, ref.month, ref.day)
+    """The period a query names, most specific form first; None if it names none, or one that
+    Python's dates cannot hold: "31 February 2023", "in December 9999" (ends in year 10000), "last
+    week" of 0001-01-01. A cue only ranks, so no window is the right answer, never an error."""
     try:
-        if m := DAY_MONTH_YEAR.search(q):
-            start = _day(int(m.group(3)), MONTHS[m.group(2)], int(m.group(1)))
-            return start, start + timedelta(days=1)
-        if m := MONTH_DAY_YEAR.search(q):
-            start = _day(int(m.group(3)), MONTHS[m.group(1)], int(m.group(2)))
-            return start, start + timedelta(days=1)
-    except ValueError:  # "31 February 2023": no such day, so no window
+        return _window(q, ref)
+    except (ValueError, OverflowError):
         return None
+
+
+def _window(q: str, ref: datetime) -> tuple[datetime, datetime] | None:
+    today = _day(ref.year, ref.month, ref.day)
+    if m := DAY_MONTH_YEAR.search(q):
+        start = _day(int(m.group(3)), MONTHS[m.group(2)], int(m.group(1)))
+        return start, start + timedelta(days=1)
+    if m := MONTH_DAY_YEAR.search(q):
+        start = _day(int(m.group(3)), MONTHS[m.group(1)], int(m.group(2)))
+        return start, start + timedelta(days=1)
     if m := MONTH_YEAR.search(q):
         return _month(int(m.group(2)), MONTHS[m.group(1)])
     if m := RELATIVE.search(q):

@@ -108,7 +108,9 @@ def lexical_query(query: Any):  # type: ignore[no-untyped-def]
 
 
 def _decay(age_s, half_life_s: Any):  # type: ignore[no-untyped-def]
-    return func.exp(-LN2 * func.greatest(age_s, 0.0) / half_life_s)
+    # At most MAX_HALF_LIVES: PostgreSQL raises on exp() underflow (a memory dated centuries before
+    # the reference time made every search touching it a 500), and 2^-1000 is zero for ranking.
+    return func.exp(-LN2 * func.least(func.greatest(age_s, 0.0) / half_life_s, memories_repo.MAX_HALF_LIVES))
 
 
 def hnsw_settings(candidates: int) -> dict[str, str]:
@@ -642,7 +644,9 @@ def _statement(shape: _Shape) -> _Statement:
     at = memories_repo.date_of(Memory)
     epoch = func.extract("epoch", _P.ref - at)
     recency = _decay(epoch, _P.half_life_s)
-    importance = Memory.importance * Memory.confidence
+    # In double precision: the columns are `real`, whose product of two tiny stored values underflows
+    # (an error in PostgreSQL, which made every search touching such a memory a 500).
+    importance = cast(Memory.importance, Float) * cast(Memory.confidence, Float)
     access = func.ln(1 + Memory.access_count) * func.coalesce(
         _decay(func.extract("epoch", _P.ref - Memory.last_accessed_at), _P.half_life_s), 0.0
     )

@@ -4,7 +4,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from memvault.memories.schemas import MemoryFilters, MemoryOut, Timestamp, no_nul
+from memvault.fields import Body
+from memvault.memories.schemas import MemoryFilters, MemoryOut, Timestamp, _not_blank, no_nul
 
 # Fusion channels: two retrieve candidates (dense, lexical); the rest rank those candidates.
 CHANNELS = ("dense", "lexical", "recency", "importance", "access", "strength", "intent", "graph", "time", "context")
@@ -47,10 +48,12 @@ def check_weights(v: dict[str, float] | None) -> dict[str, float] | None:
     return v
 
 
-class SearchIn(BaseModel):
+class SearchIn(Body):
+    guard_secrets = False  # never stored: it only selects what to read or forget
+
     model_config = ConfigDict(extra="forbid")
 
-    query: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(no_nul)]
+    query: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(no_nul), AfterValidator(_not_blank)]
     limit: int = Field(default=10, ge=1, le=100)
     filters: MemoryFilters | None = None
     min_score: float | None = Field(

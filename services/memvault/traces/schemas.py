@@ -8,7 +8,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, JsonValue, model_validator
 
-from memvault.memories.schemas import Content, FilterId, Metadata, OwnerId, _not_blank, _storable, no_nul
+from memvault.fields import Body, check_value
+from memvault.memories.schemas import Content, FilterId, Metadata, OwnerId, _not_blank, no_nul
 from memvault.retrieval.schemas import Signals
 
 MAX_TASK_CHARS = 4000
@@ -29,7 +30,7 @@ def _json_within(limit: int):  # type: ignore[no-untyped-def]
         if v is None:
             return v
         # JSONB refuses NaN, NUL and unpaired surrogates: refuse them here instead of failing in the database.
-        _storable(v, 1)
+        check_value(v)
         if len(json.dumps(v, ensure_ascii=False)) > limit:
             raise ValueError(f"is larger than {limit} bytes of JSON")
         return v
@@ -46,7 +47,7 @@ ToolArgs = Annotated[JsonValue, _json_within(MAX_TOOL_ARGS_BYTES)]
 ToolResult = Annotated[JsonValue, _json_within(MAX_TOOL_RESULT_BYTES)]
 
 
-class TraceIn(BaseModel):
+class TraceIn(Body):
     """Start a trace: the task an agent is about to work on."""
 
     model_config = ConfigDict(extra="forbid")
@@ -58,7 +59,7 @@ class TraceIn(BaseModel):
     metadata: Metadata = Field(default_factory=dict)
 
 
-class TraceStepIn(BaseModel):
+class TraceStepIn(Body):
     """One step of a trace: what the agent thought, did and saw. At least one field."""
 
     model_config = ConfigDict(extra="forbid")
@@ -72,14 +73,15 @@ class TraceStepIn(BaseModel):
 
     @model_validator(mode="after")
     def _not_empty(self) -> TraceStepIn:
-        if all(getattr(self, name) is None for name in type(self).model_fields):
+        # TraceStepIn's own fields: an import's step record adds seq and time, which are not content.
+        if all(getattr(self, name) is None for name in TraceStepIn.model_fields):
             raise ValueError(
                 "a step needs at least one of thought, action, observation, tool_name, tool_args, tool_result"
             )
         return self
 
 
-class TraceCompleteIn(BaseModel):
+class TraceCompleteIn(Body):
     """How the task ended."""
 
     model_config = ConfigDict(extra="forbid")
@@ -128,7 +130,9 @@ class TracePage(BaseModel):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
 
 
-class TraceSearchIn(BaseModel):
+class TraceSearchIn(Body):
+    guard_secrets = False  # never stored: it only selects what to read or forget
+
     model_config = ConfigDict(extra="forbid")
 
     query: Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(no_nul), AfterValidator(_not_blank)]

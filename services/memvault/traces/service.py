@@ -19,7 +19,6 @@ from memvault.audit import repository as audit
 from memvault.embeddings import EmbeddingUnavailable
 from memvault.errors import Conflict, NotFound
 from memvault.facade import FacadeBase
-from memvault.guard import ensure_no_secrets
 from memvault.principal import Principal
 from memvault.retrieval.schemas import Signals
 from memvault.traces import repository as traces_repo
@@ -96,14 +95,6 @@ def trace_detail(t: Trace, namespace: str, steps: list[TraceStep]) -> TraceDetai
     return TraceDetail(**trace_out(t, namespace).model_dump(), steps=[step_out(s) for s in steps])
 
 
-def _guard_step(body: TraceStepIn) -> None:
-    # Tool results are where secrets leak most (an env dump, a config file): every field is checked.
-    for name in ("thought", "action", "observation", "tool_name", "tool_args", "tool_result"):
-        value = getattr(body, name)
-        if value is not None:
-            ensure_no_secrets(value, field=name)
-
-
 class TraceOps(FacadeBase):
     """Reasoning traces."""
 
@@ -117,8 +108,6 @@ class TraceOps(FacadeBase):
     async def start_trace(self, p: Principal, ns: str, body: TraceIn) -> TraceOut:
         """Start a reasoning trace for a task; record its steps, then complete it with an outcome."""
         p.require("write", ns)
-        ensure_no_secrets(body.task, field="task")
-        ensure_no_secrets(body.metadata, field="metadata")
         # Embed before the transaction opens, so no connection waits on the model.
         vector = await self._embed_or_none(body.task)
         async with self._db.tenant_tx(p.tenant_id) as tx:
@@ -147,7 +136,6 @@ class TraceOps(FacadeBase):
     async def add_trace_step(self, p: Principal, ns: str, trace_id: uuid.UUID, body: TraceStepIn) -> TraceStepOut:
         """Record the next step of an open trace; its `seq` is assigned here (1, 2, 3 ...)."""
         p.require("write", ns)
-        _guard_step(body)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
             seq = await traces_repo.next_seq(tx.session, p.tenant_id, namespace.id, trace_id, MAX_STEPS)
@@ -187,7 +175,6 @@ class TraceOps(FacadeBase):
         """Complete an open trace with its outcome and whether it succeeded; it takes no more steps.
         The trace is re-embedded from task and outcome, so search matches outcomes too."""
         p.require("write", ns)
-        ensure_no_secrets(body.outcome, field="outcome")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
             found = await traces_repo.get(tx.session, p.tenant_id, namespace.id, trace_id)
