@@ -150,6 +150,12 @@ class Settings(BaseSettings):
         description="local: run single texts (search queries) with ONNX Runtime, exported from the model on "
         "first load (3-4x faster for one query); `torch` keeps everything on sentence-transformers.",
     )
+    embedding_slice_tokens: int = Field(
+        default=1024,
+        ge=1,
+        description="local: the model runs one slice of a batch at a time, at most this many tokens (rows times "
+        "padded width), and tenants take turns slice by slice: another tenant waits at most one slice.",
+    )
     embedding_onnx_dir: Path | None = Field(
         default=None, description="local: where the exported ONNX model is kept. Unset: ~/.cache/memvault/onnx."
     )

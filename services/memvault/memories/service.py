@@ -112,8 +112,8 @@ def _may_write_level(p: Principal, level: str) -> None:
 
 
 class MemoryOps(FacadeBase):
-    async def _embed(self, texts: list[str]) -> list[list[float]]:
-        return await self._embedder.embed(texts)
+    async def _embed(self, p: Principal, texts: list[str]) -> list[list[float]]:
+        return await self._embedder.embed(texts, tenant=p.tenant_id)
 
     def _row(self, p: Principal, namespace_id: uuid.UUID | None, body: MemoryIn, vector: list[float]) -> dict[str, Any]:
         return {
@@ -162,7 +162,7 @@ class MemoryOps(FacadeBase):
             ensure_no_secrets(b.content, field=f"{where}content")
             ensure_no_secrets(b.metadata, field=f"{where}metadata")
         # Embed before the transaction opens, so no connection waits on the model.
-        vectors = await self._embed([b.content for b in bodies])
+        vectors = await self._embed(p, [b.content for b in bodies])
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
         write_tenant = SYSTEM_TENANT_ID if ScopeLevel.system in levels else p.tenant_id
@@ -378,7 +378,7 @@ class MemoryOps(FacadeBase):
             values["metadata_" if name == "metadata" else name] = getattr(value, "value", value)
         if patch.content is not None:
             ensure_no_secrets(patch.content, field="content")
-            values["embedding"] = (await self._embed([patch.content]))[0]
+            values["embedding"] = (await self._embed(p, [patch.content]))[0]
             values["embedding_model"] = self._embedder.model_id
             values["content_hash"] = content_hash(patch.content)
         if patch.metadata is not None:

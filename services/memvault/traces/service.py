@@ -107,9 +107,9 @@ def _guard_step(body: TraceStepIn) -> None:
 class TraceOps(FacadeBase):
     """Reasoning traces."""
 
-    async def _embed_or_none(self, text: str) -> list[float] | None:
+    async def _embed_or_none(self, p: Principal, text: str) -> list[float] | None:
         try:
-            return (await self._embedder.embed([text]))[0]
+            return (await self._embedder.embed([text], tenant=p.tenant_id))[0]
         except EmbeddingUnavailable:
             log.warning("trace embedding failed; storing the trace without a vector", exc_info=True)
             return None
@@ -120,7 +120,7 @@ class TraceOps(FacadeBase):
         ensure_no_secrets(body.task, field="task")
         ensure_no_secrets(body.metadata, field="metadata")
         # Embed before the transaction opens, so no connection waits on the model.
-        vector = await self._embed_or_none(body.task)
+        vector = await self._embed_or_none(p, body.task)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
             t = await traces_repo.insert_trace(
@@ -198,7 +198,7 @@ class TraceOps(FacadeBase):
             task = found.task
         # Embedded between two transactions so no connection waits on the model; the conditional
         # UPDATE below decides if a concurrent completion or deletion got there first.
-        vector = await self._embed_or_none(f"{task}\n\n{body.outcome}")
+        vector = await self._embed_or_none(p, f"{task}\n\n{body.outcome}")
         values: dict[str, object] = {"outcome": body.outcome, "success": body.success}
         if vector is not None:
             values |= {"embedding": vector, "embedding_model": self._embedder.model_id}
