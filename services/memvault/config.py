@@ -172,6 +172,15 @@ class Settings(BaseSettings):
     max_import_bytes: int = Field(
         default=256 * 1024 * 1024, description="Limit for one namespace import (`POST .../import`) body."
     )
+    body_read_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request body must arrive within this many seconds of its headers (plus 1 s per "
+        "`body_min_rate` bytes received), or 408 request_timeout and the connection closes.",
+    )
+    body_min_rate: int = Field(
+        default=8192, ge=1, description="Bytes per second a body upload must average to earn time past the timeout."
+    )
     log_level: str = Field(default="INFO")
 
     # MCP.
