@@ -151,7 +151,7 @@ class Settings(BaseSettings):
         "first load (3-4x faster for one query); `torch` keeps everything on sentence-transformers.",
     )
     embedding_slice_tokens: int = Field(
-        default=1024,
+        default=256,
         ge=1,
         description="local: the model runs one slice of a batch at a time, at most this many tokens (rows times "
         "padded width), and tenants take turns slice by slice: another tenant waits at most one slice.",

@@ -152,7 +152,7 @@ class LocalEmbedder:
         cache_size: int = 2048,
         runtime: Runtime = "onnx",
         onnx_dir: Path | None = None,
-        slice_tokens: int = 1024,
+        slice_tokens: int = 256,
     ) -> None:
         self.model_id = model
         self.dim = dim
