@@ -71,10 +71,10 @@ def embedded_postgres(prefix: str, keep: Path | None = None) -> Iterator[Any]:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load_embedder() -> Any:
+def load_embedder(**options: Any) -> Any:
     from memvault.embeddings.local import LocalEmbedder
 
-    embedder = LocalEmbedder(MODEL, dim=384)
+    embedder = LocalEmbedder(MODEL, dim=384, **options)
     embedder.load()
     return embedder
 
@@ -90,15 +90,19 @@ class Stack:
 
 @asynccontextmanager
 async def embedded_app(
-    prefix: str = "memvault-bench-", *, keep: Path | None = None, **settings: Any
+    prefix: str = "memvault-bench-",
+    *,
+    keep: Path | None = None,
+    embedder_options: dict[str, Any] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[Stack]:
     """The app over an embedded PostgreSQL with its lifespan entered: ``stack.api`` is the facade.
-    ``keep``: see embedded_postgres."""
+    ``keep``: see embedded_postgres; ``embedder_options``: LocalEmbedder's keyword arguments."""
     from memvault.app import create_app
     from memvault.config import Settings
 
     with embedded_postgres(prefix, keep) as urls:
-        embedder = load_embedder()
+        embedder = load_embedder(**(embedder_options or {}))
         conf = Settings(_env_file=None, database_url=urls.owner.render_as_string(hide_password=False), **settings)
         app = create_app(conf, urls=urls, embedder=embedder)
         async with app.router.lifespan_context(app):

@@ -25,7 +25,7 @@ from memvault.entities.router import router as entities_router
 from memvault.events.router import router as events_router
 from memvault.forget.router import router as forget_router
 from memvault.gateway import idempotency, problems
-from memvault.gateway.middleware import BodyLimitMiddleware, RequestIdMiddleware
+from memvault.gateway.middleware import BodyLimitMiddleware, BodyTimeoutMiddleware, RequestIdMiddleware
 from memvault.jobs.dispatch import start_dispatcher
 from memvault.jobs.router import router as jobs_router
 from memvault.jobs.schedule import run_in_process
@@ -134,6 +134,9 @@ def create_app(
     idempotency.install(app)
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, import_max_bytes=settings.max_import_bytes
+    )
+    app.add_middleware(
+        BodyTimeoutMiddleware, timeout_s=settings.body_read_timeout_s, min_rate=settings.body_min_rate
     )
     app.add_middleware(RequestIdMiddleware)
     for router in (

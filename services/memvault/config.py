@@ -150,6 +150,12 @@ class Settings(BaseSettings):
         description="local: run single texts (search queries) with ONNX Runtime, exported from the model on "
         "first load (3-4x faster for one query); `torch` keeps everything on sentence-transformers.",
     )
+    embedding_slice_tokens: int = Field(
+        default=256,
+        ge=1,
+        description="local: the model runs one slice of a batch at a time, at most this many tokens (rows times "
+        "padded width), and tenants take turns slice by slice: another tenant waits at most one slice.",
+    )
     embedding_onnx_dir: Path | None = Field(
         default=None, description="local: where the exported ONNX model is kept. Unset: ~/.cache/memvault/onnx."
     )
@@ -165,6 +171,15 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(default=5 * 1024 * 1024, description="Larger request bodies get 413.")
     max_import_bytes: int = Field(
         default=256 * 1024 * 1024, description="Limit for one namespace import (`POST .../import`) body."
+    )
+    body_read_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A request body must arrive within this many seconds of its headers (plus 1 s per "
+        "`body_min_rate` bytes received), or 408 request_timeout and the connection closes.",
+    )
+    body_min_rate: int = Field(
+        default=8192, ge=1, description="Bytes per second a body upload must average to earn time past the timeout."
     )
     log_level: str = Field(default="INFO")
 

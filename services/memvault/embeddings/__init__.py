@@ -31,4 +31,5 @@ def build_embedder(settings: Settings) -> Embedder:
         cache_size=settings.query_cache_size,
         runtime=settings.embedding_runtime,
         onnx_dir=settings.embedding_onnx_dir,
+        slice_tokens=settings.embedding_slice_tokens,
     )

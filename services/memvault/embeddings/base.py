@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import Protocol
 
 from memvault.errors import Unavailable
@@ -18,8 +18,9 @@ class Embedder(Protocol):
     model_id: str
     dim: int
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed documents in batches; vectors are L2-normalised."""
+    async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:
+        """Embed documents in batches; vectors are L2-normalised. ``tenant`` is whose work it is:
+        a model shared by tenants serves them in turns (a call naming none is a tenant of its own)."""
         ...
 
     async def embed_query(self, text: str) -> list[float]:

@@ -7,6 +7,11 @@ exactly that. Batches stay on torch. The tokenizer and
 the pooling stay sentence-transformers' own, so both runtimes give the same vectors (cosine
 1.0 to within 1e-6, tests/embeddings). A model whose modules the ONNX path does not cover (only
 a transformer, mean pooling and normalisation are) stays on torch, and says so in the log.
+
+Batches on torch take fair turns at the model (embeddings/turns.py): a call's texts are cut into
+the very batches sentence-transformers' ``encode`` makes (sorted by length, ``batch_size`` each,
+padded to the batch's longest), and each batch runs a slice of rows per turn, every slice padded
+like its whole batch, so the vectors are bit-for-bit those of ``encode`` (tests/embeddings).
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ import logging
 import os
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from memvault.embeddings.base import QueryCache
+from memvault.embeddings.turns import FairTurns
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +66,63 @@ def _own_tokenizer(model: Any) -> Any:
     raise ValueError(f"{type(module).__name__} has no tokenizer of its own to copy")
 
 
+def _batches(model: Any, texts: Sequence[str], batch_size: int) -> list[list[int]]:
+    """The positions of ``texts`` in each batch ``model.encode`` would run: longest first (its
+    order, ties included, as it computes it), ``batch_size`` at a time."""
+    import numpy as np
+
+    order = np.argsort([-len(t) for t in texts])
+    if getattr(model, "_can_flatten_inputs", lambda: False)():
+        order = model._interleave_sorted_indices(order)  # its order for unpadded (flattened) inputs
+    return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+
+
+class _Batch:
+    """One batch of a call, run a slice of rows at a time.
+
+    The batch is tokenized once, padded to its longest text as ``encode`` pads it, and every slice
+    is rows of those same inputs: a text gets the vector it would get in the whole batch (the
+    padding, not the rows beside it, is what can change a vector's last bits)."""
+
+    def __init__(self, texts: list[str], slice_tokens: int) -> None:
+        self.texts = texts
+        self.vectors: list[list[float]] = []
+        self._slice_tokens = slice_tokens
+        self._features: dict[str, Any] | None = None
+        self._rows = len(texts)
+
+    @property
+    def done(self) -> bool:
+        return len(self.vectors) == len(self.texts)
+
+    def step(self, model: Any) -> None:
+        import torch
+
+        n = len(self.texts)
+        if getattr(model, "default_prompt_name", None):
+            # encode adds the default prompt itself: let it run the whole batch.
+            vectors = model.encode(self.texts, batch_size=n, normalize_embeddings=True, convert_to_numpy=True)
+            self.vectors = vectors.tolist()
+            return
+        if self._features is None:
+            make = getattr(model, "preprocess", None) or model.tokenize
+            self._features = make(self.texts)
+            width = int(self._features["input_ids"].shape[1])
+            self._rows = max(1, self._slice_tokens // max(width, 1))
+        start = len(self.vectors)
+        stop = min(start + self._rows, n)
+        part = {
+            k: v[start:stop] if isinstance(v, torch.Tensor) and v.ndim > 0 and v.shape[0] == n else v
+            for k, v in self._features.items()
+        }
+        with torch.inference_mode():
+            out = model(part)["sentence_embedding"]
+            out = torch.nn.functional.normalize(out, p=2, dim=1)
+        self.vectors.extend(out.cpu().numpy().tolist())
+        if self.done:
+            self._features = None
+
+
 def default_onnx_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memvault" / "onnx"
 
@@ -89,6 +152,7 @@ class LocalEmbedder:
         cache_size: int = 2048,
         runtime: Runtime = "onnx",
         onnx_dir: Path | None = None,
+        slice_tokens: int = 256,
     ) -> None:
         self.model_id = model
         self.dim = dim
@@ -105,9 +169,12 @@ class LocalEmbedder:
         self._query_input: Any = None
         self._load_lock = threading.Lock()
         # One inference at a time on torch: it already uses every core for a batch, and two
-        # concurrent batches on 2 cores only thrash. Queries on ONNX Runtime take turns of their
-        # own instead: a search must not wait seconds behind a batch from an import.
-        self._infer_lock = asyncio.Lock()
+        # concurrent batches on 2 cores only thrash. Calls take fair turns of at most
+        # ``slice_tokens`` (rows times padded width) each, so no tenant waits behind another's
+        # whole import. Queries on ONNX Runtime take turns of their own instead: a search must not
+        # wait even one slice.
+        self._slice_tokens = slice_tokens
+        self._turns = FairTurns()
         self._query_lock = asyncio.Lock()
 
     @property
@@ -127,6 +194,7 @@ class LocalEmbedder:
             from sentence_transformers import SentenceTransformer
 
             model = SentenceTransformer(path, device="cpu")
+            model.eval()  # encode() sets it on every call; batches here call the model directly
             get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
             width = get_dim()
             if width != self.dim:
@@ -201,15 +269,6 @@ class LocalEmbedder:
         os.replace(partial, target)
         log.info("exported embedding model %s to %s", self.model_id, target)
 
-    def _encode(self, texts: list[str]) -> list[list[float]]:
-        self.load()
-        if self._single is None or len(texts) > 1:
-            vectors = self._model.encode(
-                texts, batch_size=self._batch_size, normalize_embeddings=True, convert_to_numpy=True
-            )
-            return vectors.tolist()
-        return self._encode_single(texts, self._model)
-
     def _encode_single(self, texts: list[str], tokenizer: Any) -> list[list[float]]:
         """One text on ONNX Runtime, tokenized by ``tokenizer`` (the model, or the session's own
         input module)."""
@@ -224,14 +283,24 @@ class LocalEmbedder:
         pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return pooled.tolist()
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:
         if not texts:
             return []
+        if self._model is None:
+            await asyncio.to_thread(self.load)
         if len(texts) == 1 and self._query_input is not None:
             async with self._query_lock:
                 return await asyncio.to_thread(self._encode_single, list(texts), self._query_input)
-        async with self._infer_lock:
-            return await asyncio.to_thread(self._encode, list(texts))
+        # A call that names no tenant takes turns as a tenant of its own.
+        owner = tenant if tenant is not None else object()
+        vectors: list[list[float]] = [[] for _ in texts]
+        for positions in _batches(self._model, texts, self._batch_size):
+            batch = _Batch([texts[i] for i in positions], self._slice_tokens)
+            while not batch.done:
+                await self._turns.run(owner, batch.step, self._model)
+            for i, vector in zip(positions, batch.vectors, strict=True):
+                vectors[i] = vector
+        return vectors
 
     async def embed_query(self, text: str) -> list[float]:
         return await self._cache.get_or_embed(text, self.embed)

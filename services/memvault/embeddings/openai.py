@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import httpx
 
@@ -45,7 +45,8 @@ class OpenAIEmbedder:
             raise EmbeddingUnavailable(f"embedding provider returned vectors of the wrong shape (want {self.dim}-d)")
         return vectors
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:
+        # No shared model here to take turns at: each call's requests go out on their own.
         out: list[list[float]] = []
         for i in range(0, len(texts), self._batch_size):
             out.extend(await self._batch(list(texts[i : i + self._batch_size])))

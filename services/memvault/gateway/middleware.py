@@ -1,7 +1,10 @@
-"""Pure ASGI middleware: request ids, and a cap on body size that holds for chunked uploads too."""
+"""Pure ASGI middleware: request ids, a cap on body size that holds for chunked uploads too, and a
+deadline on reading the body."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import re
@@ -127,3 +130,99 @@ class BodyLimitMiddleware:
         except _TooLarge:
             if not started:
                 await self._reject(scope, send, limit)
+
+
+class _BodyTimedOut(HTTPException):
+    """An HTTPException, so FastAPI's body parsing re-raises it as is (it turns other errors into 400)."""
+
+    def __init__(self) -> None:
+        super().__init__(408, "The request body did not arrive in time.")
+
+
+class BodyTimeoutMiddleware:
+    """A request body must arrive within ``timeout_s`` of the request's headers, plus one second
+    per ``min_rate`` bytes received (Apache's mod_reqtimeout rule): a slow upload that keeps
+    moving gets the time it needs, a body trickled in (slowloris: a large Content-Length, a byte
+    now and then) gets ``408 request_timeout`` and the connection is closed.
+
+    The answer is this middleware's own whatever the application makes of the error (a mounted
+    app such as /mcp may answer it otherwise). Reads after the whole body (an application
+    waiting for the client to disconnect) have no deadline. An answer sent before the body was
+    read (a 401 before parsing it) closes the connection too: the server would otherwise go on
+    reading the trickle after the answer, with no deadline."""
+
+    def __init__(self, app: ASGIApp, timeout_s: float, min_rate: int) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+        self.min_rate = min_rate
+
+    async def _reject(self, scope: Scope, send: Send) -> None:
+        body: dict[str, Any] = {
+            "type": "https://memvault.dev/errors/request_timeout",
+            "title": "Request timeout",
+            "status": 408,
+            "detail": f"The request body did not arrive in time (allowed: {self.timeout_s:g} s, plus 1 s per "
+            f"{self.min_rate} bytes received).",
+            "code": "request_timeout",
+        }
+        rid = scope.get("state", {}).get("request_id")
+        if rid:
+            body["request_id"] = rid
+        raw = json.dumps(body).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 408,
+                "headers": [
+                    (b"content-type", b"application/problem+json"),
+                    (b"content-length", str(len(raw)).encode()),
+                    (b"connection", b"close"),  # the rest of the body may still be on its way
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": raw})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        has_body = headers.get(b"content-length", b"0") not in (b"0", b"") or b"transfer-encoding" in headers
+        loop = asyncio.get_running_loop()
+        started_at = loop.time()
+        received = 0
+        whole = timed_out = started = False
+
+        async def timed_receive() -> Message:
+            nonlocal received, whole, timed_out
+            if whole or timed_out:
+                return await receive()
+            remaining = started_at + self.timeout_s + received / self.min_rate - loop.time()
+            try:
+                async with asyncio.timeout(max(remaining, 0)):
+                    message = await receive()
+            except TimeoutError:
+                timed_out = True
+                raise _BodyTimedOut() from None
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                whole = not message.get("more_body", False)
+            return message
+
+        async def guarded_send(message: Message) -> None:
+            nonlocal started
+            if timed_out:
+                if not started:
+                    started = True
+                    await self._reject(scope, send)
+                return  # what the application answers to the error is replaced by the 408
+            if message["type"] == "http.response.start":
+                started = True
+                if has_body and not whole:
+                    message.setdefault("headers", []).append((b"connection", b"close"))
+            await send(message)
+
+        with contextlib.suppress(_BodyTimedOut):
+            await self.app(scope, timed_receive, guarded_send)
+        if timed_out and not started:
+            await self._reject(scope, send)

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -47,8 +47,9 @@ class LoopBoundEmbedder:
     def model_id(self) -> str:
         return self._inner.model_id
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._inner.embed(list(texts)), self._loop))
+    async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:
+        call = self._inner.embed(list(texts), tenant=tenant)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, self._loop))
 
     async def embed_query(self, text: str) -> list[float]:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._inner.embed_query(text), self._loop))

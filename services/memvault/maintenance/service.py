@@ -429,7 +429,7 @@ class MaintenanceOps(FacadeBase):
             if seen.intersection(i for i, _ in todo):
                 raise RuntimeError("re-embedded memories still show another model")  # never loop forever
             seen.update(i for i, _ in todo)
-            vectors = await self._embedder.embed([c for _, c in todo])
+            vectors = await self._embedder.embed([c for _, c in todo], tenant=p.tenant_id)
             async with self._db.tenant_tx(p.tenant_id) as tx:
                 await repo.set_vectors(
                     tx.session, p.tenant_id, model, list(zip([i for i, _ in todo], vectors, strict=True))

@@ -111,8 +111,8 @@ def _may_write_level(p: Principal, level: str) -> None:
 
 
 class MemoryOps(FacadeBase):
-    async def _embed(self, texts: list[str]) -> list[list[float]]:
-        return await self._embedder.embed(texts)
+    async def _embed(self, p: Principal, texts: list[str]) -> list[list[float]]:
+        return await self._embedder.embed(texts, tenant=p.tenant_id)
 
     def _row(self, p: Principal, namespace_id: uuid.UUID | None, body: MemoryIn, vector: list[float]) -> dict[str, Any]:
         return {
@@ -156,7 +156,7 @@ class MemoryOps(FacadeBase):
                 extra={"field": "scope"},
             )
         # Embed before the transaction opens, so no connection waits on the model.
-        vectors = await self._embed([b.content for b in bodies])
+        vectors = await self._embed(p, [b.content for b in bodies])
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
         write_tenant = SYSTEM_TENANT_ID if ScopeLevel.system in levels else p.tenant_id
@@ -371,7 +371,7 @@ class MemoryOps(FacadeBase):
             value = getattr(patch, name)
             values["metadata_" if name == "metadata" else name] = getattr(value, "value", value)
         if patch.content is not None:
-            values["embedding"] = (await self._embed([patch.content]))[0]
+            values["embedding"] = (await self._embed(p, [patch.content]))[0]
             values["embedding_model"] = self._embedder.model_id
             values["content_hash"] = content_hash(patch.content)
 

@@ -275,7 +275,7 @@ class PortabilityOps(FacadeBase):
         the first bad one refuses the file, naming its line."""
         p.require("write", ns)
         records = _validated(_parse(lines), p.subject)
-        vectors = await self._import_vectors(records)
+        vectors = await self._import_vectors(p, records)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
             try:
@@ -297,7 +297,7 @@ class PortabilityOps(FacadeBase):
             )
         return counts
 
-    async def _import_vectors(self, records: list[tuple[str, dict[str, Any]]]) -> dict[int, list[float]]:
+    async def _import_vectors(self, p: Principal, records: list[tuple[str, dict[str, Any]]]) -> dict[int, list[float]]:
         """Reuse the file's embeddings when the same model made them; embed the rest, in one batch."""
         vectors: dict[int, list[float]] = {}
         todo: list[tuple[int, str]] = []
@@ -314,7 +314,7 @@ class PortabilityOps(FacadeBase):
             else:
                 todo.append((i, r["content"] if kind == "memory" else f"{r['task']}\n{r.get('outcome') or ''}"))
         if todo:
-            embedded = await self._embedder.embed([t for _, t in todo])
+            embedded = await self._embedder.embed([t for _, t in todo], tenant=p.tenant_id)
             vectors.update({i: v for (i, _), v in zip(todo, embedded, strict=True)})
         return vectors
 

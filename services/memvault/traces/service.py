@@ -98,9 +98,9 @@ def trace_detail(t: Trace, namespace: str, steps: list[TraceStep]) -> TraceDetai
 class TraceOps(FacadeBase):
     """Reasoning traces."""
 
-    async def _embed_or_none(self, text: str) -> list[float] | None:
+    async def _embed_or_none(self, p: Principal, text: str) -> list[float] | None:
         try:
-            return (await self._embedder.embed([text]))[0]
+            return (await self._embedder.embed([text], tenant=p.tenant_id))[0]
         except EmbeddingUnavailable:
             log.warning("trace embedding failed; storing the trace without a vector", exc_info=True)
             return None
@@ -109,7 +109,7 @@ class TraceOps(FacadeBase):
         """Start a reasoning trace for a task; record its steps, then complete it with an outcome."""
         p.require("write", ns)
         # Embed before the transaction opens, so no connection waits on the model.
-        vector = await self._embed_or_none(body.task)
+        vector = await self._embed_or_none(p, body.task)
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
             t = await traces_repo.insert_trace(
@@ -185,7 +185,7 @@ class TraceOps(FacadeBase):
             task = found.task
         # Embedded between two transactions so no connection waits on the model; the conditional
         # UPDATE below decides if a concurrent completion or deletion got there first.
-        vector = await self._embed_or_none(f"{task}\n\n{body.outcome}")
+        vector = await self._embed_or_none(p, f"{task}\n\n{body.outcome}")
         values: dict[str, object] = {"outcome": body.outcome, "success": body.success}
         if vector is not None:
             values |= {"embedding": vector, "embedding_model": self._embedder.model_id}
