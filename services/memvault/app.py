@@ -128,6 +128,7 @@ def create_app(
         title="memvault",
         version=__version__,
         summary="Long-term memory for AI agents: store what they learn, recall it by meaning, words and time.",
+        contact={"name": "Security contact (docs/security.md)", "email": settings.security_contact},
         lifespan=lifespan,
     )
     problems.install(app)

@@ -166,6 +166,11 @@ class Settings(BaseSettings):
     max_import_bytes: int = Field(
         default=256 * 1024 * 1024, description="Limit for one namespace import (`POST .../import`) body."
     )
+    security_contact: str = Field(
+        default="security@memvault.example",
+        description="Where vulnerabilities are reported (docs/security.md); the OpenAPI's contact. "
+        "A placeholder: operators set their own address.",
+    )
     log_level: str = Field(default="INFO")
 
     # MCP.
