@@ -4,6 +4,7 @@ the declarations themselves.)"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -61,6 +62,18 @@ class TestSecurity:
         ns = f"/v1/namespaces/{tenant_a.namespace}"
         assert (await client.post(f"{ns}/memories", json={"content": "x"}, headers=reader)).status_code == 403
         assert (await client.post(f"{ns}/search", json={"query": "x"}, headers=reader)).status_code == 200
+
+    async def test_every_operation_that_declares_a_key_refuses_a_request_without_one(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        ids = {"ns": "default"}
+        for method, path, op in _operations(await _spec(client)):
+            if {} in op["security"]:
+                continue
+            url = re.sub(r"\{(\w+)\}", lambda m: ids.get(m.group(1), "00000000-0000-0000-0000-000000000000"), path)
+            r = await client.request(method, url, json={} if "requestBody" in op else None)
+            assert r.status_code == 401, (method, path, r.status_code)
+            assert r.json()["code"] == "missing_credentials"
 
 
 class TestProblems:
