@@ -45,7 +45,8 @@ from tests.conftest import Tenant, make_tenant
 
 SEED = 27
 # Per operation and generation mode (data that fits the schema, data that does not). With the
-# coverage phase's boundary cases this is about 1,500 requests in all, about a minute on 2 cores.
+# coverage phase's boundary cases, a few thousand requests: 1 min 43 s to 4 min on a 2-core
+# machine shared with other test runs, the app's start included.
 MAX_EXAMPLES = 6
 CHECKS = [
     not_a_server_error,
