@@ -24,7 +24,7 @@ from memvault.embeddings import Embedder, build_embedder
 from memvault.entities.router import router as entities_router
 from memvault.events.router import router as events_router
 from memvault.forget.router import router as forget_router
-from memvault.gateway import idempotency, problems
+from memvault.gateway import idempotency, openapi, problems
 from memvault.gateway.middleware import BodyLimitMiddleware, BodyTimeoutMiddleware, RequestIdMiddleware
 from memvault.jobs.dispatch import start_dispatcher
 from memvault.jobs.router import router as jobs_router
@@ -128,9 +128,11 @@ def create_app(
         title="memvault",
         version=__version__,
         summary="Long-term memory for AI agents: store what they learn, recall it by meaning, words and time.",
+        contact={"name": "Security contact (docs/security.md)", "email": settings.security_contact},
         lifespan=lifespan,
     )
     problems.install(app)
+    openapi.install(app)
     idempotency.install(app)
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, import_max_bytes=settings.max_import_bytes

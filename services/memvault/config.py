@@ -181,6 +181,11 @@ class Settings(BaseSettings):
     body_min_rate: int = Field(
         default=8192, ge=1, description="Bytes per second a body upload must average to earn time past the timeout."
     )
+    security_contact: str = Field(
+        default="security@memvault.example",
+        description="Where vulnerabilities are reported (docs/security.md); the OpenAPI's contact. "
+        "A placeholder: operators set their own address.",
+    )
     log_level: str = Field(default="INFO")
 
     # MCP.

@@ -34,11 +34,24 @@ async def current_principal(request: Request, api: Annotated[NamespaceAPI, Depen
     return principal
 
 
+# The OpenAPI's name for the bearer scheme; gateway/openapi.py declares it on every route that
+# depends on current_principal, with the scope its `_requiring` dependency names.
+BEARER_SCHEME = "apiKey"
+# Set on an endpoint that reads a key only when one is sent (its OpenAPI security is optional).
+OPTIONAL_AUTH = "memvault_optional_auth"
+
+
+def optional_auth(endpoint):  # type: ignore[no-untyped-def]
+    setattr(endpoint, OPTIONAL_AUTH, True)
+    return endpoint
+
+
 def _requiring(scope: str):  # type: ignore[no-untyped-def]
     async def dep(p: Annotated[Principal, Depends(current_principal)]) -> Principal:
         p.require(scope)
         return p
 
+    dep.required_scope = scope  # type: ignore[attr-defined]
     return dep
 
 

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 
 from memvault.api import Health
 from memvault.errors import NotReady, Unavailable
-from memvault.gateway.deps import Api, current_principal
+from memvault.gateway.deps import Api, current_principal, optional_auth
 
 router = APIRouter(tags=["status"])
 
@@ -50,6 +50,7 @@ async def readyz(api: Api) -> dict[str, Any]:
 
 
 @router.get("/v1/status")
+@optional_auth
 async def status(request: Request, api: Api) -> dict[str, Any]:
     """Version and the state of the database, Redis and the embedding model. With an API key,
     also the caller's tenant, scopes and namespaces."""
