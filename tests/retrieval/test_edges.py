@@ -87,3 +87,19 @@ class TestTimeCuesAtTheEdgeOfTime:
         assert r.status_code == 200, r.text
         r = await client.post(f"{NS}/context", json={"query": query}, headers=tenant_a.headers)
         assert r.status_code == 200, r.text
+
+    @pytest.mark.parametrize("valid_from", ["1700-01-01T00:00:00Z", "0001-01-01T00:00:00Z"])
+    async def test_a_very_old_memory_does_not_break_plain_searches(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, valid_from: str
+    ) -> None:
+        # Schemathesis found it: one memory dated centuries ago made every later search of its
+        # namespace a 500 (exp() in the recency decay underflowed in PostgreSQL).
+        await store(client, tenant_a, content="Old news about window seats", valid_from=valid_from)
+        await store(client, tenant_a, content="New news about window seats")
+
+        r = await client.post(f"{NS}/search", json={"query": "window seats"}, headers=tenant_a.headers)
+
+        assert r.status_code == 200, r.text
+        assert len(r.json()["results"]) == 2
+        r = await client.post(f"{NS}/context", json={"query": "window seats"}, headers=tenant_a.headers)
+        assert r.status_code == 200, r.text
