@@ -65,6 +65,12 @@ class PayloadTooLarge(MemvaultError):
     title = "Request body too large"
 
 
+class RequestTimeout(MemvaultError):
+    status = 408
+    code = "request_timeout"
+    title = "Request timeout"
+
+
 class InvalidInput(MemvaultError):
     status = 422
     code = "validation_error"

@@ -15,6 +15,8 @@ from typing import Any
 from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from memvault.errors import MemvaultError, PayloadTooLarge, RequestTimeout
+
 log = logging.getLogger("memvault.access")
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
@@ -56,6 +58,22 @@ class RequestIdMiddleware:
             )
 
 
+async def send_problem(
+    scope: Scope, send: Send, exc: MemvaultError, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    """Answer with `exc` as problem JSON from pure ASGI code, where FastAPI's handlers do not reach
+    (middleware, the mounted /mcp app): same body, request id and Retry-After as gateway/problems.py."""
+    body: dict[str, Any] = exc.problem()
+    rid = scope.get("state", {}).get("request_id")
+    if rid:
+        body["request_id"] = rid
+    raw = json.dumps(body).encode()
+    out = [(b"content-type", b"application/problem+json"), (b"content-length", str(len(raw)).encode())]
+    out += [(k.lower().encode(), v.encode()) for k, v in exc.response_headers().items()]
+    await send({"type": "http.response.start", "status": exc.status, "headers": out + (headers or [])})
+    await send({"type": "http.response.body", "body": raw})
+
+
 class _TooLarge(HTTPException):
     """An HTTPException, so FastAPI's body parsing re-raises it as is (it turns other errors into 400)."""
 
@@ -75,28 +93,7 @@ class BodyLimitMiddleware:
         return self.import_max_bytes if path.endswith("/import") and scope.get("method") == "POST" else self.max_bytes
 
     async def _reject(self, scope: Scope, send: Send, limit: int) -> None:
-        body: dict[str, Any] = {
-            "type": "https://memvault.dev/errors/payload_too_large",
-            "title": "Request body too large",
-            "status": 413,
-            "detail": f"Request bodies are limited to {limit} bytes.",
-            "code": "payload_too_large",
-        }
-        rid = scope.get("state", {}).get("request_id")
-        if rid:
-            body["request_id"] = rid
-        raw = json.dumps(body).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/problem+json"),
-                    (b"content-length", str(len(raw)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": raw})
+        await send_problem(scope, send, PayloadTooLarge(f"Request bodies are limited to {limit} bytes."))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -139,6 +136,31 @@ class _BodyTimedOut(HTTPException):
         super().__init__(408, "The request body did not arrive in time.")
 
 
+# An answer sent before the body was read (a 401, a 405) keeps its connection when the rest of the
+# body is already here or comes at once, as a small JSON body does: read it away. A body that is
+# large or still trickling closes the connection instead, or the server would go on reading it
+# after the answer with no deadline.
+_DRAIN_S = 0.25
+_DRAIN_BYTES = 64 * 1024
+
+
+async def _drain(receive: Receive) -> bool:
+    got = 0
+    try:
+        async with asyncio.timeout(_DRAIN_S):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return False
+                got += len(message.get("body", b""))
+                if got > _DRAIN_BYTES:
+                    return False
+                if not message.get("more_body", False):
+                    return True
+    except TimeoutError:
+        return False
+
+
 class BodyTimeoutMiddleware:
     """A request body must arrive within ``timeout_s`` of the request's headers, plus one second
     per ``min_rate`` bytes received (Apache's mod_reqtimeout rule): a slow upload that keeps
@@ -148,8 +170,8 @@ class BodyTimeoutMiddleware:
     The answer is this middleware's own whatever the application makes of the error (a mounted
     app such as /mcp may answer it otherwise). Reads after the whole body (an application
     waiting for the client to disconnect) have no deadline. An answer sent before the body was
-    read (a 401 before parsing it) closes the connection too: the server would otherwise go on
-    reading the trickle after the answer, with no deadline."""
+    read (a 401 before parsing it) keeps the connection only if the rest of the body is read away
+    at once (`_drain`)."""
 
     def __init__(self, app: ASGIApp, timeout_s: float, min_rate: int) -> None:
         self.app = app
@@ -157,30 +179,12 @@ class BodyTimeoutMiddleware:
         self.min_rate = min_rate
 
     async def _reject(self, scope: Scope, send: Send) -> None:
-        body: dict[str, Any] = {
-            "type": "https://memvault.dev/errors/request_timeout",
-            "title": "Request timeout",
-            "status": 408,
-            "detail": f"The request body did not arrive in time (allowed: {self.timeout_s:g} s, plus 1 s per "
-            f"{self.min_rate} bytes received).",
-            "code": "request_timeout",
-        }
-        rid = scope.get("state", {}).get("request_id")
-        if rid:
-            body["request_id"] = rid
-        raw = json.dumps(body).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 408,
-                "headers": [
-                    (b"content-type", b"application/problem+json"),
-                    (b"content-length", str(len(raw)).encode()),
-                    (b"connection", b"close"),  # the rest of the body may still be on its way
-                ],
-            }
+        exc = RequestTimeout(
+            f"The request body did not arrive in time (allowed: {self.timeout_s:g} s, plus 1 s per "
+            f"{self.min_rate} bytes received)."
         )
-        await send({"type": "http.response.body", "body": raw})
+        # The rest of the body may still be on its way: close instead of reading it.
+        await send_problem(scope, send, exc, [(b"connection", b"close")])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -218,7 +222,7 @@ class BodyTimeoutMiddleware:
                 return  # what the application answers to the error is replaced by the 408
             if message["type"] == "http.response.start":
                 started = True
-                if has_body and not whole:
+                if has_body and not whole and not await _drain(receive):
                     message.setdefault("headers", []).append((b"connection", b"close"))
             await send(message)
 

@@ -4,8 +4,6 @@ before the MCP layer sees the request, and the Principal travels with the reques
 
 from __future__ import annotations
 
-import json
-from typing import Any
 from urllib.parse import urlsplit
 
 from mcp.server.mcpserver import MCPServer
@@ -15,6 +13,7 @@ from starlette.types import Receive, Scope, Send
 from memvault.config import Settings
 from memvault.errors import MemvaultError
 from memvault.gateway.deps import MissingCredentials
+from memvault.gateway.middleware import send_problem
 from memvault.keys.tokens import KEY_PREFIX
 from memvault.mcp.runtime import PRINCIPAL_STATE, bind_principal, unbind_principal
 
@@ -86,18 +85,10 @@ def _bearer(scope: Scope) -> str:
 
 
 async def _challenge(scope: Scope, send: Send, exc: MemvaultError, base: str) -> None:
-    body: dict[str, Any] = exc.problem()
-    rid = scope.get("state", {}).get("request_id")
-    if rid:
-        body["request_id"] = rid
-    raw = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/problem+json"), (b"content-length", str(len(raw)).encode())]
+    headers: list[tuple[bytes, bytes]] = []
+    # A 5xx means the credential could not be checked (the database away, say): no challenge, since
+    # it may be valid; the client retries after the pause (Retry-After), as on the REST door.
     if exc.status < 500:
         error = "invalid_token" if exc.code != MissingCredentials.code else None
         headers.append((b"www-authenticate", (base + (f', error="{error}"' if error else "")).encode()))
-    else:
-        # The credential could not be checked (the database away, say): no challenge, since it may
-        # be valid; the client retries after the pause, as on the REST door.
-        headers += [(k.lower().encode(), v.encode()) for k, v in exc.response_headers().items()]
-    await send({"type": "http.response.start", "status": exc.status, "headers": headers})
-    await send({"type": "http.response.body", "body": raw})
+    await send_problem(scope, send, exc, headers)
