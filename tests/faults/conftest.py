@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -28,12 +27,7 @@ from memvault.db.urls import DatabaseUrls, resolve
 from memvault.embeddings.local import LocalEmbedder
 from tests.conftest import running
 from tests.jobs.helpers import Worker
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.servers import free_port
 
 
 class RedisServer:

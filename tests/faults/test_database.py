@@ -32,7 +32,7 @@ from tests.cli.test_cli import (
     processes_using,
     stop,
 )
-from tests.faults.conftest import free_port
+from tests.servers import free_port
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(300)]
 

@@ -16,16 +16,12 @@ schemathesis sent as a curl command to reproduce it.
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import httpx
 import pytest
 import schemathesis
-import uvicorn
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
@@ -41,6 +37,7 @@ from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
 from tests.conftest import Tenant, make_tenant
+from tests.servers import served_on_thread
 
 SEED = 27
 # Per operation and generation mode (data that fits the schema, data that does not). With the
@@ -65,32 +62,14 @@ DESTRUCTIVE = {
 }
 
 
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # the test runner owns the signals
-        pass
-
-
 @pytest.fixture(scope="module")
 def fuzz_url(settings: Settings, pg_urls: DatabaseUrls) -> Iterator[str]:
     """The app under uvicorn on its own thread and loop (schemathesis' calls are synchronous, so the
     session's app, which runs on the test loop, could not answer them). An embedder of its own: the
     session's holds an asyncio lock bound to the session's loop."""
     embedder = LocalEmbedder("sentence-transformers/all-MiniLM-L6-v2", dim=384)
-    app = create_app(settings, urls=pg_urls, embedder=embedder)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(timeout=30)
-    sock.close()
+    with served_on_thread(create_app(settings, urls=pg_urls, embedder=embedder)) as url:
+        yield url
 
 
 @dataclass

@@ -5,41 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-import uvicorn
 
 from memvault.app import create_app
 from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
 from tests.conftest import Tenant, running
+from tests.servers import served
 
 TIMEOUT_S = 1.5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
 async def base(settings: Settings, pg_urls: DatabaseUrls, embedder: LocalEmbedder) -> AsyncIterator[str]:
     own = settings.model_copy(update={"body_read_timeout_s": TIMEOUT_S, "body_min_rate": 2000})
-    port = free_port()
-    async with running(create_app(own, urls=pg_urls, embedder=embedder)) as app:
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning"))
-        task = asyncio.create_task(server.serve())
-        while not server.started:  # noqa: ASYNC110 - uvicorn offers a flag, not an event
-            await asyncio.sleep(0.02)
-        yield f"http://127.0.0.1:{port}"
-        server.should_exit = True
-        await task
+    async with running(create_app(own, urls=pg_urls, embedder=embedder)) as app, served(app) as url:
+        yield url
 
 
 async def open_upload(base: str, path: str, key: str, length: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -4,7 +4,6 @@ consent forms over HTTP, and helpers for the raw protocol steps."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import html
@@ -18,7 +17,6 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
-import uvicorn
 
 from memvault.api import NamespaceAPI
 from memvault.app import create_app
@@ -26,8 +24,8 @@ from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
 from memvault.oauth.schemas import UserIn
-from tests.conftest import Tenant
-from tests.mcp.conftest import free_port
+from tests.conftest import Tenant, running
+from tests.servers import free_port, served
 
 PASSWORD = "correct horse battery"
 REDIRECT = "http://127.0.0.1:33418/callback"
@@ -53,27 +51,8 @@ async def oauth_server(settings: Settings, pg_urls: DatabaseUrls, embedder: Loca
     base = f"http://127.0.0.1:{port}"
     # Client metadata documents are served from loopback http in these tests.
     own = settings.model_copy(update={"public_url": base, "oauth_cimd_allow_insecure": True})
-    app = create_app(own, urls=pg_urls, embedder=embedder)
-    ready, stop = asyncio.Event(), asyncio.Event()
-
-    async def lifespan() -> None:
-        async with app.router.lifespan_context(app):
-            ready.set()
-            await stop.wait()
-
-    life = asyncio.create_task(lifespan())
-    await asyncio.wait([life, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
-    if life.done():
-        life.result()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 - uvicorn offers a flag, not an event
-        await asyncio.sleep(0.02)
-    yield Server(base, app)
-    server.should_exit = True
-    await task
-    stop.set()
-    await life
+    async with running(create_app(own, urls=pg_urls, embedder=embedder)) as app, served(app, port):
+        yield Server(base, app)
 
 
 @dataclass

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -18,7 +17,6 @@ from starlette.routing import Route
 from memvault.db.urls import DatabaseUrls
 from tests.cli.test_cli import MEMVAULT, clean_env
 from tests.conftest import Tenant
-from tests.mcp.conftest import free_port
 from tests.oauth.conftest import (
     PASSWORD,
     REDIRECT,
@@ -32,6 +30,7 @@ from tests.oauth.conftest import (
     pkce,
     redirect_params,
 )
+from tests.servers import served
 
 
 def email() -> str:
@@ -152,15 +151,8 @@ async def metadata_host() -> AsyncIterator[tuple[str, dict[str, dict[str, object
         doc = docs.get(request.url.path)
         return JSONResponse(doc) if doc is not None else JSONResponse({}, status_code=404)
 
-    port = free_port()
-    app = Starlette(routes=[Route("/{path:path}", serve)])
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 - uvicorn offers a flag, not an event
-        await asyncio.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", docs
-    server.should_exit = True
-    await task
+    async with served(Starlette(routes=[Route("/{path:path}", serve)])) as url:
+        yield url, docs
 
 
 class TestClientIdMetadataDocuments:

@@ -13,13 +13,11 @@ import json
 import re
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import uvicorn
 
 from memvault.app import create_app
 from memvault.config import Settings
@@ -27,11 +25,7 @@ from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
 from memvault_sdk import AsyncMemVault, MemVault
 from tests.conftest import Tenant
-
-
-class _Server(uvicorn.Server):
-    def install_signal_handlers(self) -> None:  # the test runner owns the signals
-        pass
+from tests.servers import served_on_thread
 
 
 def _listening_socket() -> socket.socket:
@@ -48,18 +42,8 @@ def server_url(settings: Settings, pg_urls: DatabaseUrls) -> Iterator[str]:
     # `jobs.wait` sees them finish.
     embedder = LocalEmbedder("sentence-transformers/all-MiniLM-L6-v2", dim=384)
     app = create_app(settings.model_copy(update={"redis_url": None}), urls=pg_urls, embedder=embedder)
-    sock = _listening_socket()
-    server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(timeout=30)
-    sock.close()
+    with served_on_thread(app) as url:
+        yield url
 
 
 # ---- the fault-injecting proxy -------------------------------------------------------------
