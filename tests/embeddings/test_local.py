@@ -218,6 +218,19 @@ class TestOnnxRuntime:
         assert exported.stat().st_mtime_ns == made
         assert np.allclose(await first.embed(["reused"]), await second.embed(["reused"]), atol=1e-6)
 
+    async def test_batches_after_an_export_are_the_batches_without_one(
+        self, embedder: LocalEmbedder, tmp_path: Path
+    ) -> None:
+        # A fresh export (a new install's first start) left the shared transformer in training
+        # mode, dropout on: every batch vector came out random (fresh-clone CI caught it).
+        texts = ["Ana prefers window seats", "The build uses Python 3.11", "Deploys happen on Fridays"]
+        fresh = LocalEmbedder(embedder.model_id, dim=embedder.dim, onnx_dir=tmp_path)
+        fresh.load()
+
+        assert files(tmp_path)  # it exported
+        assert np.allclose(await fresh.embed(texts), await embedder.embed(texts), atol=1e-6)
+        assert np.allclose(await fresh.embed(texts), await fresh.embed(texts), atol=0)
+
     async def test_an_export_that_fails_leaves_the_model_on_torch(
         self, embedder: LocalEmbedder, tmp_path: Path
     ) -> None:

@@ -206,6 +206,9 @@ class LocalEmbedder:
                 except Exception as exc:  # any failure leaves the torch model, which works
                     self._single = self._query_input = None
                     log.warning("embedding model %s stays on torch: %s", self.model_id, exc)
+            # Batches call the model directly (encode would set this on every call): whatever the
+            # export did, inference runs with dropout off.
+            model.eval()
             self._model = model
             log.info("loaded embedding model %s from %s (%s)", self.model_id, path, self.runtime)
 
@@ -257,7 +260,10 @@ class LocalEmbedder:
         with torch.inference_mode(False), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.onnx.export(
-                Hidden(),
+                # In eval mode: the exporter sets a module to eval for the trace and then back to
+                # the mode it found, and a new module is in training mode, which would leave the
+                # shared transformer with its dropout on (every later batch vector random).
+                Hidden().eval(),
                 tuple(sample[n] for n in names),
                 str(partial),
                 input_names=names,
