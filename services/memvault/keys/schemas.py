@@ -1,13 +1,12 @@
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memvault.fields import Body
-from memvault.namespaces.schemas import NAMESPACE_NAME
+from memvault.namespaces.schemas import NAMESPACE_NAME, NamespaceNames
 from memvault.principal import SCOPES
 
 
@@ -16,7 +15,7 @@ class KeyIn(Body):
 
     name: str = Field(default="", max_length=200)
     scopes: list[str] = Field(default_factory=lambda: ["read", "write"], min_length=1)
-    namespaces: list[str] | None = Field(
+    namespaces: NamespaceNames = Field(
         default=None, description="Allowed namespaces; omit for every namespace of the tenant."
     )
     default_namespace: str | None = Field(default=None, pattern=NAMESPACE_NAME)
@@ -28,16 +27,6 @@ class KeyIn(Body):
         if unknown:
             raise ValueError(f"unknown scopes {unknown}; use {list(SCOPES)}")
         return sorted(set(v), key=SCOPES.index)
-
-    @field_validator("namespaces")
-    @classmethod
-    def _namespace_names(cls, v: list[str] | None) -> list[str] | None:
-        if v is None:
-            return None
-        for name in v:
-            if not re.fullmatch(NAMESPACE_NAME, name):
-                raise ValueError(f"invalid namespace name {name!r}")
-        return sorted(set(v))
 
     @model_validator(mode="after")
     def _default_within_allowed(self) -> KeyIn:

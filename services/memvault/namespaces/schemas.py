@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from memvault.fields import Body
 from memvault.maintenance.schemas import OrganizeIn
@@ -11,6 +13,19 @@ from memvault.retrieval.schemas import DEFAULT_WEIGHTS, Fusion, check_weights
 
 # URL-safe, so a namespace name can sit in a path without escaping.
 NAMESPACE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+
+
+def _namespace_names(v: list[str] | None) -> list[str] | None:
+    if v is None:
+        return None
+    for name in v:
+        if not re.fullmatch(NAMESPACE_NAME, name):
+            raise ValueError(f"invalid namespace name {name!r}")
+    return sorted(set(v))
+
+
+# The namespaces a key or a user may reach (None: all of the tenant's), checked and without duplicates.
+NamespaceNames = Annotated[list[str] | None, AfterValidator(_namespace_names)]
 
 
 class NamespaceIn(Body):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import uuid
 from datetime import datetime
 from typing import Annotated, Literal
@@ -10,7 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memvault.fields import NOT_STORED, Body
-from memvault.namespaces.schemas import NAMESPACE_NAME
+from memvault.namespaces.schemas import NamespaceNames
 
 OAuthScope = Literal["read", "write"]
 # What an OAuth client may be granted: memory access, never administration of the tenant.
@@ -28,21 +27,11 @@ class UserIn(Body):
     scopes: list[OAuthScope] = Field(
         default_factory=lambda: ["read", "write"], min_length=1, description="The most a client may be granted."
     )
-    namespaces: list[str] | None = Field(
+    namespaces: NamespaceNames = Field(
         default=None,
         description="The namespaces the user may share with a client. Omitted: those of the creating key "
         "(every namespace of the tenant for an unrestricted key). A namespace-limited key can name only its own.",
     )
-
-    @field_validator("namespaces")
-    @classmethod
-    def _namespace_names(cls, v: list[str] | None) -> list[str] | None:
-        if v is None:
-            return None
-        for name in v:
-            if not re.fullmatch(NAMESPACE_NAME, name):
-                raise ValueError(f"invalid namespace name {name!r}")
-        return sorted(set(v))
 
     @field_validator("email")
     @classmethod
