@@ -69,11 +69,11 @@ def _real_unit(v: float) -> float:
 UnitFloat = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), AfterValidator(_real_unit)]
 
 
-def check_value(value: Any, depth: int = 1) -> None:
+def check_value(value: Any, depth: int = 1, *, max_depth: int = MAX_DEPTH) -> None:
     """The text rule over a JSON-like value: every string and dict key, finite numbers, bounded depth.
     Models nested inside are `Body`s that checked themselves."""
-    if depth > MAX_DEPTH:
-        raise ValueError(f"is nested deeper than {MAX_DEPTH} levels")
+    if depth > max_depth:
+        raise ValueError(f"is nested deeper than {max_depth} levels")
     if isinstance(value, str):
         check_text(value)
     elif isinstance(value, float):
@@ -83,10 +83,10 @@ def check_value(value: Any, depth: int = 1) -> None:
         for k, v in value.items():
             if isinstance(k, str):
                 check_text(k)
-            check_value(v, depth + 1)
+            check_value(v, depth + 1, max_depth=max_depth)
     elif isinstance(value, list | tuple | set | frozenset):
         for v in value:
-            check_value(v, depth + 1)
+            check_value(v, depth + 1, max_depth=max_depth)
 
 
 class Body(BaseModel):

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 from pydantic import ValidationError
 
-from memvault.fields import as_error
+from memvault.fields import as_error, check_value
 from memvault.oauth.errors import InvalidClientMetadata, InvalidRedirectUri, UnknownClient
 from memvault.oauth.schemas import ClientMetadataIn
 
@@ -130,29 +130,13 @@ def parse_registration(raw: bytes) -> dict[str, Any]:
         body = json.loads(raw)
     except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
         raise InvalidClientMetadata("The body must be a JSON object.") from exc
-    stack: list[tuple[Any, int]] = [(body, 1)]
-    while stack:  # iterative: the check must not itself recurse as deep as the input
-        value, depth = stack.pop()
-        if depth > MAX_METADATA_DEPTH:
-            raise InvalidClientMetadata(f"Client metadata nests at most {MAX_METADATA_DEPTH} levels.")
-        if isinstance(value, dict):
-            stack.extend((k, depth + 1) for k in value)
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value)
-        elif isinstance(value, str) and ("\x00" in value or not _encodable(value)):
-            raise InvalidClientMetadata("Client metadata strings must be valid Unicode without NUL characters.")
+    try:
+        check_value(body, max_depth=MAX_METADATA_DEPTH)  # the text rule every stored string passes
+    except ValueError as exc:
+        raise InvalidClientMetadata(f"Client metadata {exc}.") from exc
     if not isinstance(body, dict):
         raise InvalidClientMetadata("The registration body must be a JSON object.")
     return body
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate, which JSON's \ud800 escape can carry
-        return False
-    return True
 
 
 def validate_metadata(
