@@ -26,6 +26,7 @@ from memvault.extraction.service import ExtractionOps
 from memvault.facade import FacadeBase, NamespaceNotFound
 from memvault.forget.service import ForgetOps
 from memvault.idempotency.service import IdempotencyOps
+from memvault.jobs.registry import job_handlers
 from memvault.jobs.service import JobOps
 from memvault.keys.service import KeyOps
 from memvault.maintenance.service import MaintenanceOps
@@ -36,6 +37,7 @@ from memvault.namespaces.schemas import NamespaceSettings, SearchSettings
 from memvault.namespaces.service import NamespaceOps
 from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
+from memvault.operator import OperatorOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import Principal
 from memvault.retrieval.chain import owner_read
@@ -61,7 +63,6 @@ from memvault.retrieval.schemas import (
     Signals,
 )
 from memvault.retrieval.stages import SecondStage
-from memvault.tenants import service as tenants_service
 from memvault.traces.service import TraceOps
 
 log = logging.getLogger(__name__)
@@ -99,15 +100,9 @@ class NamespaceAPI(
     MaintenanceOps,
     OAuthOps,
     AccountOps,
+    OperatorOps,
     FacadeBase,
 ):
-    # ---- tenants (operator) ---------------------------------------------------------------
-
-    async def create_tenant(self, name: str, *, namespace: str = "default") -> tenants_service.NewTenant:
-        """Create a tenant with one namespace and an admin key (shown once)."""
-        async with self._db.owner() as s:
-            return await tenants_service.create(s, name, namespace=namespace)
-
     # ---- search ---------------------------------------------------------------------------
 
     async def search(self, p: Principal, ns: str, req: SearchIn) -> SearchOut:
@@ -362,3 +357,7 @@ class NamespaceAPI(
             "namespaces": [n.name for n in namespaces],
             "memories": sum(n.memory_count or 0 for n in namespaces),
         }
+
+
+# Every job kind has its handler, or neither the server nor a worker starts (jobs/registry.py).
+job_handlers(NamespaceAPI)
