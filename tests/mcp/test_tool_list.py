@@ -1,6 +1,6 @@
 """The tool list clients see, pinned byte for byte: names, titles, descriptions, annotations and
-the input and output schemas of every tool, and which are in the core profile. A refactor of how tools are declared must leave
-it unchanged; a deliberate change regenerates the snapshot
+the input and output schemas of every tool, and which are in the core profile. A refactor of how
+tools are declared must leave it unchanged; a deliberate change regenerates the snapshot
 (`python -m tests.mcp.test_tool_list > tests/mcp/tool_list.json`) and shows in review."""
 
 from __future__ import annotations
