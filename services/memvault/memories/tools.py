@@ -214,9 +214,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         hard: bool = False,
         namespace: Namespace = None,
     ) -> ForgetOut:
-        ns = call.ns(namespace)
-
-        api = call.api
+        api, ns = call.api, call.ns(namespace)
         if memory_id is not None:
             if any(v is not None for v in (user_id, session_id, entity_id)):
                 raise ValueError("give memory_id alone, or one of user_id, session_id, entity_id")
