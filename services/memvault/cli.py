@@ -45,7 +45,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from memvault.app import create_app
     from memvault.db.session import Database
-    from memvault.runtime import bootstrap, prepare_database
+    from memvault.operator import bootstrap, prepare_database
 
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again. With the default action
     # the process would die right there without running atexit hooks, and the embedded PostgreSQL
@@ -90,13 +90,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from memvault.db import migrate
-    from memvault.runtime import prepare_database
+    from memvault.operator import current_revision, prepare_database
 
     settings = _settings(args)
     _logging(settings)
     urls = prepare_database(settings)
-    print(f"database at revision {migrate.current_revision(urls.owner)}")
+    print(f"database at revision {current_revision(urls)}")
     return 0
 
 
@@ -148,7 +147,7 @@ def _run_admin(args: argparse.Namespace, fn: Callable[[Any, Any], Awaitable[Any]
     from memvault.db.session import Database
     from memvault.embeddings import build_embedder
     from memvault.errors import MemvaultError
-    from memvault.runtime import prepare_database
+    from memvault.operator import prepare_database
 
     settings = _settings(args)
     _logging(settings)
@@ -180,11 +179,10 @@ def _run_admin(args: argparse.Namespace, fn: Callable[[Any, Any], Awaitable[Any]
 
 async def _tenant_principal(db: Any, name: str) -> Any:
     from memvault.errors import NotFound
+    from memvault.operator import find_tenant
     from memvault.principal import Principal
-    from memvault.tenants import service as tenants_service
 
-    async with db.owner() as s:
-        tenant = await tenants_service.by_name(s, name)
+    tenant = await find_tenant(db, name)
     if tenant is None:
         raise NotFound(f"no tenant named '{name}'")
     return Principal.system(tenant.id, subject="cli", operator=True)

@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, Protocol
 
+from memvault.audit import repository as audit
 from memvault.config import Settings
 from memvault.db.session import Database, TenantTx
 from memvault.embeddings import Embedder
@@ -20,7 +23,7 @@ from memvault.errors import NotFound
 from memvault.memories.access import AccessLog
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
-from memvault.principal import Principal
+from memvault.principal import Principal, Scope
 from memvault.retrieval.chain import ReaderChains
 from memvault.retrieval.lexical import TermStatsCache
 from memvault.retrieval.rerank import Reranker
@@ -119,3 +122,31 @@ class FacadeBase:
         if ns is None:
             raise NamespaceNotFound(f"No namespace named '{name}'.")
         return ns
+
+    @asynccontextmanager
+    async def _open(
+        self, p: Principal, ns: str, scope: Scope | None, **tx_options: Any
+    ) -> AsyncIterator[tuple[TenantTx, Namespace]]:
+        """The opening of every call on one namespace: check that p holds ``scope`` there, open
+        p's tenant transaction (RLS-bound) and find the namespace in it (404 when it is not
+        there). ``scope=None`` when the caller checked it already, before work that must not run
+        for a caller without it."""
+        if scope is not None:
+            p.require(scope, ns)
+        async with self._db.tenant_tx(p.tenant_id, **tx_options) as tx:
+            yield tx, await self._namespace(tx, p, ns)
+
+    @staticmethod
+    async def _audit(
+        tx: TenantTx,
+        p: Principal,
+        action: str,
+        *,
+        namespace_id: uuid.UUID | None = None,
+        target_id: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Record p's change in the audit log, in the change's own transaction."""
+        await audit.record(
+            tx.session, p.tenant_id, p.subject, action, namespace_id=namespace_id, target_id=target_id, detail=detail
+        )

@@ -394,7 +394,7 @@ class TestInitdb:
         from sqlalchemy import create_engine, text
         from sqlalchemy.exc import OperationalError
 
-        from memvault.runtime import prepare_database
+        from memvault.operator import prepare_database
 
         owner_url = socket_url(initdb_socket, "memvault_owner", OWNER_PASSWORD)
         app_url = socket_url(initdb_socket, "memvault_app", APP_PASSWORD)

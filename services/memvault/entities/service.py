@@ -8,7 +8,6 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from memvault.audit import repository as audit
 from memvault.entities import repository as repo
 from memvault.entities.models import Entity, Relation
 from memvault.entities.repository import EntityExists, EntityLinkNotFound, EntityNotFound, RelationNotFound
@@ -88,9 +87,7 @@ class EntityOps(FacadeBase):
     async def create_entity(self, p: Principal, ns: str, body: EntityIn) -> EntityOut:
         """Create an entity. Its (type, name) must be new in the namespace, ignoring case: a
         duplicate raises `entity_exists` carrying `existing_id`."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             e = await repo.insert_entity(tx.session, p.tenant_id, namespace.id, body, p.subject)
             if e is None:
                 existing = await repo.find_by_name(tx.session, p.tenant_id, namespace.id, body.type.value, body.name)
@@ -98,10 +95,9 @@ class EntityOps(FacadeBase):
                     f"A {body.type.value} named '{body.name}' already exists in namespace '{ns}'.",
                     extra={"existing_id": str(existing.id)} if existing is not None else None,
                 )
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "entity.create",
                 namespace_id=namespace.id,
                 target_id=str(e.id),
@@ -113,15 +109,12 @@ class EntityOps(FacadeBase):
         """Create the entity, or merge into the existing one with the same (type, name): new
         aliases are added, a new description replaces the old, metadata keys are merged.
         Returns (entity, created)."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             e, outcome = await repo.upsert(tx.session, p.tenant_id, namespace.id, body, p.subject)
             if outcome != "unchanged":
-                await audit.record(
-                    tx.session,
-                    p.tenant_id,
-                    p.subject,
+                await self._audit(
+                    tx,
+                    p,
                     "entity.create" if outcome == "created" else "entity.update",
                     namespace_id=namespace.id,
                     target_id=str(e.id),
@@ -140,9 +133,7 @@ class EntityOps(FacadeBase):
         cursor: str | None = None,
     ) -> EntityPage:
         """List entities newest first. `q` matches part of the name or of any alias, ignoring case."""
-        p.require("read", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "read") as (tx, namespace):
             rows, next_cursor = await repo.page(
                 tx.session,
                 p.tenant_id,
@@ -165,8 +156,7 @@ class EntityOps(FacadeBase):
         if not 0 <= hops <= MAX_HOPS:
             raise InvalidInput(f"hops must be between 0 and {MAX_HOPS}", extra={"field": "hops"})
         valid_at = _as_utc(valid_at)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, scope=None) as (tx, namespace):
             e = await repo.get(tx.session, p.tenant_id, namespace.id, entity_id)
             if e is None:
                 raise EntityNotFound(f"No entity {entity_id} in namespace '{ns}'.")
@@ -207,8 +197,7 @@ class EntityOps(FacadeBase):
         for name in patch.model_fields_set:
             value = getattr(patch, name)
             values["metadata_" if name == "metadata" else name] = getattr(value, "value", value)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, scope=None) as (tx, namespace):
             current = await repo.get(tx.session, p.tenant_id, namespace.id, entity_id)
             if current is None:
                 raise EntityNotFound(f"No entity {entity_id} in namespace '{ns}'.")
@@ -224,10 +213,9 @@ class EntityOps(FacadeBase):
             except IntegrityError as exc:  # a concurrent create took the name after our check
                 raise EntityExists(f"A {new_type} named '{new_name}' already exists in namespace '{ns}'.") from exc
             assert e is not None
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "entity.update",
                 namespace_id=namespace.id,
                 target_id=str(entity_id),
@@ -237,16 +225,13 @@ class EntityOps(FacadeBase):
 
     async def delete_entity(self, p: Principal, ns: str, entity_id: uuid.UUID) -> None:
         """Delete an entity with its relations and memory links. The memories themselves stay."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             counts = await repo.remove(tx.session, p.tenant_id, namespace.id, entity_id)
             if counts is None:
                 raise EntityNotFound(f"No entity {entity_id} in namespace '{ns}'.")
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "entity.delete",
                 namespace_id=namespace.id,
                 target_id=str(entity_id),
@@ -258,14 +243,11 @@ class EntityOps(FacadeBase):
     async def create_relation(self, p: Principal, ns: str, body: RelationIn) -> RelationOut:
         """Relate two entities of the namespace (source --type--> target), optionally for a
         stretch of valid time."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             r = await repo.insert_relation(tx.session, p.tenant_id, namespace.id, body, p.subject)
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "relation.create",
                 namespace_id=namespace.id,
                 target_id=str(r.id),
@@ -285,9 +267,7 @@ class EntityOps(FacadeBase):
         cursor: str | None = None,
     ) -> RelationPage:
         """List relations newest first; `entity_id` matches either end."""
-        p.require("read", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "read") as (tx, namespace):
             rows, next_cursor = await repo.page_relations(
                 tx.session,
                 p.tenant_id,
@@ -302,15 +282,12 @@ class EntityOps(FacadeBase):
 
     async def delete_relation(self, p: Principal, ns: str, relation_id: uuid.UUID) -> None:
         """Delete a relation; the entities stay."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             if not await repo.remove_relation(tx.session, p.tenant_id, namespace.id, relation_id):
                 raise RelationNotFound(f"No relation {relation_id} in namespace '{ns}'.")
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "relation.delete",
                 namespace_id=namespace.id,
                 target_id=str(relation_id),
@@ -323,16 +300,13 @@ class EntityOps(FacadeBase):
     ) -> MemoryEntities:
         """Link a memory to entities of its namespace; linking twice is harmless. All or none:
         one unknown entity id links nothing."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             if not await repo.memory_in_namespace(tx.session, p.tenant_id, namespace.id, memory_id):
                 raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
             added = await repo.link_memories(tx.session, p.tenant_id, namespace.id, memory_id, entity_ids)
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "memory.link_entities",
                 namespace_id=namespace.id,
                 target_id=str(memory_id),
@@ -343,19 +317,16 @@ class EntityOps(FacadeBase):
 
     async def unlink_entity(self, p: Principal, ns: str, memory_id: uuid.UUID, entity_id: uuid.UUID) -> None:
         """Remove the link between a memory and an entity; both stay."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             if not await repo.memory_in_namespace(tx.session, p.tenant_id, namespace.id, memory_id):
                 raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
             if await repo.get(tx.session, p.tenant_id, namespace.id, entity_id) is None:
                 raise EntityNotFound(f"No entity {entity_id} in namespace '{ns}'.")
             if not await repo.unlink(tx.session, p.tenant_id, memory_id, entity_id):
                 raise EntityLinkNotFound(f"Memory {memory_id} is not linked to entity {entity_id}.")
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "memory.unlink_entity",
                 namespace_id=namespace.id,
                 target_id=str(memory_id),

@@ -6,19 +6,21 @@ import uuid
 from datetime import datetime
 from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from memvault.entities.schemas import EntityGraph, EntityIn, EntityOut, EntityType, RelationIn, RelationOut
 from memvault.mcp.runtime import Runtime
+from memvault.mcp.tool import ToolCall, Tools
 from memvault.memories.tools import CHANGE, READ, WRITE, Namespace
 
 
 def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
+    tool = Tools(server, rt)
     if not extended:
         return
 
-    @server.tool(
+    @tool(
         name="entity_add",
         title="Add or update an entity",
         annotations=CHANGE,
@@ -28,23 +30,18 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         ),
     )
     async def entity_add(
-        ctx: Context,
+        call: ToolCall,
         name: Annotated[str, Field(min_length=1, max_length=200)],
         type: EntityType = EntityType.other,
         aliases: Annotated[list[str] | None, Field(description="Other names it goes by.")] = None,
         description: str | None = None,
         namespace: Namespace = None,
     ) -> EntityOut:
-        p = rt.principal(ctx)
+        body = EntityIn(name=name, type=type, aliases=aliases or [], description=description)
+        entity, _created = await call.api.upsert_entity(call.p, call.ns(namespace), body)
+        return entity
 
-        async def run() -> EntityOut:
-            body = EntityIn(name=name, type=type, aliases=aliases or [], description=description)
-            entity, _created = await rt.api().upsert_entity(p, rt.namespace(p, namespace), body)
-            return entity
-
-        return await rt.call(run)
-
-    @server.tool(
+    @tool(
         name="entity_get",
         title="Entity and neighbours",
         annotations=READ,
@@ -54,24 +51,22 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         ),
     )
     async def entity_get(
-        ctx: Context,
+        call: ToolCall,
         entity_id: uuid.UUID,
         hops: Annotated[int, Field(ge=0, le=3)] = 1,
         valid_at: Annotated[datetime | None, Field(description="Only relations true at this time.")] = None,
         namespace: Namespace = None,
     ) -> EntityGraph:
-        p = rt.principal(ctx)
-        ns = rt.namespace(p, namespace)
-        return await rt.call(lambda: rt.api().get_entity(p, ns, entity_id, hops=hops, valid_at=valid_at))
+        return await call.api.get_entity(call.p, call.ns(namespace), entity_id, hops=hops, valid_at=valid_at)
 
-    @server.tool(
+    @tool(
         name="entity_relate",
         title="Relate two entities",
         annotations=WRITE,
         description="Record a typed relation between two entities, e.g. `works_at`, `sister_of`, `located_in`.",
     )
     async def entity_relate(
-        ctx: Context,
+        call: ToolCall,
         source_id: uuid.UUID,
         type: Annotated[str, Field(description="snake_case verb, e.g. works_at.")],
         target_id: uuid.UUID,
@@ -80,17 +75,12 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         confidence: Annotated[float, Field(ge=0, le=1)] = 1.0,
         namespace: Namespace = None,
     ) -> RelationOut:
-        p = rt.principal(ctx)
-
-        async def run() -> RelationOut:
-            body = RelationIn(
-                source_id=source_id,
-                type=type,
-                target_id=target_id,
-                valid_from=valid_from,
-                valid_to=valid_to,
-                confidence=confidence,
-            )
-            return await rt.api().create_relation(p, rt.namespace(p, namespace), body)
-
-        return await rt.call(run)
+        body = RelationIn(
+            source_id=source_id,
+            type=type,
+            target_id=target_id,
+            valid_from=valid_from,
+            valid_to=valid_to,
+            confidence=confidence,
+        )
+        return await call.api.create_relation(call.p, call.ns(namespace), body)

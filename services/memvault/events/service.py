@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memvault.audit import repository as audit
 from memvault.errors import InvalidInput, NotFound
 from memvault.events import repository as events_repo
 from memvault.events.models import ChatSession, Event
@@ -32,9 +31,10 @@ from memvault.events.schemas import (
 )
 from memvault.facade import FacadeBase
 from memvault.jobs import repository as jobs_repo
+from memvault.jobs.registry import JobKind
 from memvault.principal import Principal
 
-EXTRACTION = "extraction"
+EXTRACTION = JobKind.extraction
 
 
 class SessionNotFound(NotFound):
@@ -163,8 +163,7 @@ class EventOps(FacadeBase):
         p.require("write", ns)
         messages = _resolve(body)
         event_ids = [uuid.uuid4() for _ in messages]
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, scope=None) as (tx, namespace):
             # Created before the events, which carry its id: the application may not update events.
             job, created = await jobs_repo.create(
                 tx.session,
@@ -195,10 +194,9 @@ class EventOps(FacadeBase):
             ]
             await events_repo.insert_many(tx.session, rows)
             sessions = await events_repo.upsert_sessions(tx.session, _rollup(rows))
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "events.ingest",
                 namespace_id=namespace.id,
                 target_id=str(job.id),
@@ -227,9 +225,7 @@ class EventOps(FacadeBase):
         cursor: str | None = None,
     ) -> SessionPage:
         """Sessions with the most recent activity first, optionally one user's; follow `next_cursor`."""
-        p.require("read", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "read") as (tx, namespace):
             rows, next_cursor = await events_repo.page_sessions(
                 tx.session, p.tenant_id, namespace.id, user_id=user_id, limit=limit, cursor=cursor
             )
@@ -237,9 +233,7 @@ class EventOps(FacadeBase):
 
     async def get_session(self, p: Principal, ns: str, session_id: str) -> SessionOut:
         """One session: its user, time span and message count."""
-        p.require("read", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "read") as (tx, namespace):
             s = await events_repo.get_session(tx.session, p.tenant_id, namespace.id, session_id)
             if s is None:
                 raise SessionNotFound(f"No session '{session_id}' in namespace '{ns}'.")
@@ -260,8 +254,7 @@ class EventOps(FacadeBase):
         optionally only some roles; follow `next_cursor`."""
         p.require("read", ns)
         roles = [Role(role)] if isinstance(role, str) else [Role(r) for r in role or ()]
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, scope=None) as (tx, namespace):
             if await events_repo.get_session(tx.session, p.tenant_id, namespace.id, session_id) is None:
                 raise SessionNotFound(f"No session '{session_id}' in namespace '{ns}'.")
             rows, next_cursor = await events_repo.page_messages(

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from memvault.events.schemas import EventsIn, IngestOut, MessageIn, MessagePage, SessionPage
 from memvault.mcp.runtime import Runtime
+from memvault.mcp.tool import ToolCall, Tools
 from memvault.memories.tools import READ, WRITE, Namespace, SessionId, UserId
 
 
 def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
-    @server.tool(
+    tool = Tools(server, rt)
+
+    @tool(
         name="memory_ingest",
         title="Capture the conversation",
         annotations=WRITE,
@@ -24,7 +27,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         ),
     )
     async def memory_ingest(
-        ctx: Context,
+        call: ToolCall,
         messages: Annotated[
             list[MessageIn], Field(min_length=1, max_length=500, description="Messages in conversation order.")
         ],
@@ -32,48 +35,40 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         user_id: UserId = None,
         namespace: Namespace = None,
     ) -> IngestOut:
-        p = rt.principal(ctx)
-
-        async def run() -> IngestOut:
-            body = EventsIn(session_id=session_id, user_id=user_id, messages=messages)
-            return await rt.api().ingest_events(p, rt.namespace(p, namespace), body)
-
-        return await rt.call(run)
+        body = EventsIn(session_id=session_id, user_id=user_id, messages=messages)
+        return await call.api.ingest_events(call.p, call.ns(namespace), body)
 
     if not extended:
         return
 
-    @server.tool(
+    @tool(
         name="session_list",
         title="List sessions",
         annotations=READ,
         description="Conversations stored so far, most recent activity first; filter by user_id.",
     )
     async def session_list(
-        ctx: Context,
+        call: ToolCall,
         user_id: UserId = None,
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
         cursor: str | None = None,
         namespace: Namespace = None,
     ) -> SessionPage:
-        p = rt.principal(ctx)
-        ns = rt.namespace(p, namespace)
-        return await rt.call(lambda: rt.api().list_sessions(p, ns, user_id=user_id, limit=limit, cursor=cursor))
+        return await call.api.list_sessions(call.p, call.ns(namespace), user_id=user_id, limit=limit, cursor=cursor)
 
-    @server.tool(
+    @tool(
         name="session_messages",
         title="Read a conversation",
         annotations=READ,
         description="The raw messages of one session, oldest first (order=desc for the latest).",
     )
     async def session_messages(
-        ctx: Context,
+        call: ToolCall,
         session_id: Annotated[str, Field(min_length=1, max_length=200)],
         limit: Annotated[int, Field(ge=1, le=200)] = 50,
         order: Literal["asc", "desc"] = "asc",
         cursor: str | None = None,
         namespace: Namespace = None,
     ) -> MessagePage:
-        p = rt.principal(ctx)
-        ns = rt.namespace(p, namespace)
-        return await rt.call(lambda: rt.api().list_messages(p, ns, session_id, limit=limit, cursor=cursor, order=order))
+        ns = call.ns(namespace)
+        return await call.api.list_messages(call.p, ns, session_id, limit=limit, cursor=cursor, order=order)

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
-from memvault.audit import repository as audit
 from memvault.entities.schemas import EntityIn, EntityType
 from memvault.errors import InvalidInput
 from memvault.extraction import repository as repo
@@ -26,6 +25,7 @@ from memvault.extraction.rules import RuleExtractor
 from memvault.facade import FacadeBase
 from memvault.guard import ensure_no_secrets
 from memvault.jobs.models import Job
+from memvault.jobs.registry import JobKind, handles
 from memvault.jobs.service import JobRun
 from memvault.memories import repository as memories_repo
 from memvault.memories.schemas import MAX_BATCH, MemoryIn, MemoryState, MemoryType, ScopeLevel
@@ -54,6 +54,7 @@ def _owner(c: Candidate) -> tuple[str, str | None]:
 
 
 class ExtractionOps(FacadeBase):
+    @handles(JobKind.extraction)
     async def _job_extraction(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
         """Extract memories from the job's events (payload: namespace, event_ids). A cancel stops
         it between chunks; what earlier chunks stored stays."""
@@ -62,8 +63,7 @@ class ExtractionOps(FacadeBase):
             wanted = [uuid.UUID(str(i)) for i in job.payload.get("event_ids", [])]
         except ValueError as exc:
             raise InvalidInput("job payload has a malformed event id") from exc
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, scope=None) as (tx, namespace):
             events = await repo.events_by_ids(tx.session, p.tenant_id, namespace.id, wanted)
             done = await repo.extracted_event_ids(tx.session, p.tenant_id, namespace.id, wanted)
         todo = [e for e in events if e.id not in done]
@@ -143,10 +143,9 @@ class ExtractionOps(FacadeBase):
                 )
                 stats["memories_reinforced"] += 1
             if stats["memories_reinforced"]:
-                await audit.record(
-                    tx.session,
-                    p.tenant_id,
-                    p.subject,
+                await self._audit(
+                    tx,
+                    p,
                     "memory.update",
                     namespace_id=namespace_id,
                     target_id=str(job_id),

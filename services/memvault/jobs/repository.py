@@ -11,6 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from memvault.jobs.models import Job
+from memvault.jobs.registry import JobKind
 from memvault.namespaces.models import Namespace
 
 
@@ -19,7 +20,7 @@ async def create(
     tenant_id: uuid.UUID,
     *,
     namespace_id: uuid.UUID | None,
-    kind: str,
+    kind: JobKind,
     payload: dict[str, Any],
     job_key: str | None,
     created_by: str,

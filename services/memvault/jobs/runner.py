@@ -90,14 +90,13 @@ async def orphaned_jobs(urls: DatabaseUrls, *, quiet_for: timedelta) -> list[tup
     """Jobs no runner holds: left `running` by a runner that died, or `queued` and unchanged for
     ``quiet_for`` (see ``repository.orphans``).
 
-    Reads every tenant's jobs, so it uses the owner connection; it returns ids only, and each job
+    Reads every tenant's jobs, so it is an operator path (memvault/operator.py); it returns ids only, and each job
     then runs as its own tenant."""
-    from memvault.jobs import repository as repo
+    from memvault import operator
 
     db = Database(urls, pooled=False)
     try:
-        async with db.owner() as s:
-            return await repo.orphans(s, quiet_before=datetime.now(UTC) - quiet_for)
+        return await operator.orphaned_jobs(db, quiet_before=datetime.now(UTC) - quiet_for)
     finally:
         await db.dispose()
 

@@ -16,12 +16,14 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from memvault import operator
 from memvault.audit import repository as audit
 from memvault.db.session import TenantTx
 from memvault.errors import InvalidInput
 from memvault.facade import FacadeBase
 from memvault.jobs import repository as jobs_repo
 from memvault.jobs.models import Job
+from memvault.jobs.registry import JobKind, handles
 from memvault.jobs.service import JobRun, Progress
 from memvault.maintenance import repository as repo
 from memvault.maintenance.guard import why_distinct
@@ -41,7 +43,7 @@ from memvault.principal import Principal
 
 log = logging.getLogger(__name__)
 
-ORGANIZE = "organize"
+ORGANIZE = JobKind.organize
 SCHEDULER = "scheduler"
 # Namespaces one tick queues at most; the next tick takes the rest, longest waiting first.
 TICK_LIMIT = 1000
@@ -122,9 +124,7 @@ class MaintenanceOps(FacadeBase):
     async def organize(self, p: Principal, ns: str, body: OrganizeIn) -> OrganizeOut:
         """Queue maintenance of a namespace: the named steps (dedup, decay, promote, reembed) run in
         order within ``budget_ms``; the job's result reports what each did."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             # No job key: each request is new work; Idempotency-Key covers retries.
             job_id = await self._queue_organize(tx, p, namespace.id, ns, body)
         assert job_id is not None  # without a job key a job is always created
@@ -138,8 +138,7 @@ class MaintenanceOps(FacadeBase):
         namespaces are listed across tenants as the owner (ids only), then each is claimed and its
         job created inside its own tenant's transaction, as ``Principal.system(tenant)``."""
         now = now or datetime.now(UTC)
-        async with self._db.owner() as s:
-            due = await repo.due_schedules(s, now, limit=TICK_LIMIT)
+        due = await operator.due_maintenance(self._db, now, limit=TICK_LIMIT)
         tick = MaintenanceTick(due=len(due))
         for tenant_id, namespace_id in due:
             p = Principal.system(tenant_id, subject=SCHEDULER)
@@ -194,10 +193,9 @@ class MaintenanceOps(FacadeBase):
         )
         if not created:
             return None
-        await audit.record(
-            tx.session,
-            p.tenant_id,
-            p.subject,
+        await self._audit(
+            tx,
+            p,
             "namespace.organize",
             namespace_id=namespace_id,
             target_id=str(job.id),
@@ -209,6 +207,7 @@ class MaintenanceOps(FacadeBase):
 
     # ---- job handlers ------------------------------------------------------------------------
 
+    @handles(JobKind.organize)
     async def _job_organize(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
         """Run the payload's steps in order within its budget."""
         try:
@@ -218,15 +217,19 @@ class MaintenanceOps(FacadeBase):
             raise InvalidInput("organize job payload is malformed") from exc
         return await self._run_steps(p, job, steps, max(1, min(budget, MAX_BUDGET_MS)), run)
 
+    @handles(JobKind.dedup)
     async def _job_dedup(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
         return await self._run_steps(p, job, [Step.dedup], self._budget(job), run)
 
+    @handles(JobKind.decay)
     async def _job_decay(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
         return await self._run_steps(p, job, [Step.decay], self._budget(job), run)
 
+    @handles(JobKind.promote)
     async def _job_promote(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
         return await self._run_steps(p, job, [Step.promote], self._budget(job), run)
 
+    @handles(JobKind.reembed)
     async def _job_reembed(self, p: Principal, job: Job, run: JobRun) -> dict[str, Any]:
         return await self._run_steps(p, job, [Step.reembed], self._budget(job), run)
 
@@ -343,10 +346,9 @@ class MaintenanceOps(FacadeBase):
                     tx.session, p.tenant_id, gone, "merged", p.subject, ["superseded_at", "superseded_by"]
                 )
                 await memories_repo.record_history(tx.session, p.tenant_id, [kept], "merged", p.subject, MERGE_FIELDS)
-                await audit.record(
-                    tx.session,
-                    p.tenant_id,
-                    p.subject,
+                await self._audit(
+                    tx,
+                    p,
                     "memory.merge",
                     namespace_id=ns.id,
                     target_id=str(rep_id),
@@ -434,10 +436,9 @@ class MaintenanceOps(FacadeBase):
                 await repo.set_vectors(
                     tx.session, p.tenant_id, model, list(zip([i for i, _ in todo], vectors, strict=True))
                 )
-                await audit.record(
-                    tx.session,
-                    p.tenant_id,
-                    p.subject,
+                await self._audit(
+                    tx,
+                    p,
                     "memory.reembed",
                     namespace_id=ns.id,
                     detail={"count": len(todo), "model": model},

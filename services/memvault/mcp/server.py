@@ -13,6 +13,7 @@ from memvault import __version__
 from memvault.entities import tools as entity_tools
 from memvault.events import tools as event_tools
 from memvault.mcp.runtime import Runtime, current_principal
+from memvault.mcp.tool import ToolCall, Tools
 from memvault.memories import tools as memory_tools
 from memvault.memories.tools import READ
 from memvault.retrieval.context import ContextIn
@@ -60,43 +61,38 @@ def build_server(rt: Runtime, profile: Profile = "extended") -> MCPServer:
     for module in (memory_tools, event_tools, entity_tools, trace_tools):
         module.register(server, rt, extended=extended)
 
-    async def status(ctx: Context) -> Status:
-        p = rt.principal(ctx)
+    tool = Tools(server, rt)
 
-        async def run() -> Status:
-            api = rt.api()
-            health = await api.health()
-            summary = await api.tenant_summary(p)
-            return Status(
-                version=health.version,
-                database=health.database,
-                redis=health.redis,
-                embedding_model=health.embedding_model,
-                tenant_id=summary["tenant_id"],
-                scopes=summary["scopes"],
-                namespaces=summary["namespaces"],
-                memories=summary["memories"],
-            )
-
-        return await rt.call(run)
+    async def status(call: ToolCall) -> Status:
+        health = await call.api.health()
+        summary = await call.api.tenant_summary(call.p)
+        return Status(
+            version=health.version,
+            database=health.database,
+            redis=health.redis,
+            embedding_model=health.embedding_model,
+            tenant_id=summary["tenant_id"],
+            scopes=summary["scopes"],
+            namespaces=summary["namespaces"],
+            memories=summary["memories"],
+        )
 
     if extended:
-        server.tool(
+        tool(
             name="memory_status",
             title="Memory service status",
             annotations=READ,
             description="Health of the memory service and what this credential can reach.",
         )(status)
 
-        @server.tool(
+        @tool(
             name="memory_account",
             title="Account",
             annotations=READ,
             description="The account behind this credential: tenant, scopes, namespaces and how much is stored.",
         )
-        async def memory_account(ctx: Context) -> dict[str, Any]:
-            p = rt.principal(ctx)
-            return await rt.call(lambda: rt.api().tenant_summary(p))
+        async def memory_account(call: ToolCall) -> dict[str, Any]:
+            return await call.api.tenant_summary(call.p)
 
     _resources(server, rt)
     _prompts(server)

@@ -53,11 +53,10 @@ async def serve_local(settings: Settings, profile: Profile) -> None:
     from memvault.embeddings import build_embedder
     from memvault.mcp.runtime import Runtime
     from memvault.mcp.server import build_server
+    from memvault.operator import bootstrap, find_tenant, prepare_database
     from memvault.principal import Principal
     from memvault.retrieval.rerank import build_reranker
     from memvault.retrieval.rewrite import build_rewriter
-    from memvault.runtime import bootstrap, prepare_database
-    from memvault.tenants import service as tenants_service
 
     # Starting a database, migrating it and loading a model may print; none of it may reach the
     # protocol stream, so stdout (the descriptor, for child processes too) points at stderr until
@@ -83,8 +82,7 @@ async def serve_local(settings: Settings, profile: Profile) -> None:
                 principal = await api.authenticate(key)
             else:
                 await bootstrap(db, settings)
-                async with db.owner() as s:
-                    tenant = await tenants_service.by_name(s, settings.bootstrap_tenant)
+                tenant = await find_tenant(db, settings.bootstrap_tenant)
                 if tenant is None:
                     raise BridgeError(f"no tenant '{settings.bootstrap_tenant}'; set MEMVAULT_API_KEY")
                 principal = Principal.system(tenant.id, subject="stdio")

@@ -241,8 +241,7 @@ class MemoryOps(FacadeBase):
         # The searches that found it and are not yet written count in this read's own write.
         pending = self._accesses.take(p.tenant_id, memory_id)
         try:
-            async with self._db.tenant_tx(p.tenant_id) as tx:
-                namespace = await self._namespace(tx, p, ns)
+            async with self._open(p, ns, scope=None) as (tx, namespace):
                 # One statement both counts the access and returns the row as it now is.
                 m = await repo.get_and_touch(tx.session, p.tenant_id, namespace.id, memory_id, accesses=1 + pending)
                 if m is None:
@@ -264,9 +263,7 @@ class MemoryOps(FacadeBase):
         cursor: str | None = None,
     ) -> MemoryPage:
         """List memories newest first through the scope chain, with a cursor for the next page."""
-        p.require("read", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "read") as (tx, namespace):
             rows, next_cursor = await repo.page(
                 tx.session, p.tenant_id, namespace.id, filters, limit=limit, cursor=cursor
             )
@@ -274,9 +271,7 @@ class MemoryOps(FacadeBase):
 
     async def memory_history(self, p: Principal, ns: str, memory_id: uuid.UUID) -> MemoryHistory:
         """Every version of a memory and every change to them, with who and when."""
-        p.require("read", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "read") as (tx, namespace):
             tenant = p.tenant_id
             if await repo.get(tx.session, tenant, namespace.id, memory_id) is None:
                 if await repo.get_system(tx.session, memory_id) is None:
@@ -309,9 +304,7 @@ class MemoryOps(FacadeBase):
     async def _mutable(self, p: Principal, ns: str, memory_id: uuid.UUID) -> AsyncIterator[tuple[TenantTx, Memory]]:
         """The memory locked for change in the transaction that may change it: the caller's
         tenant for its own memories, the system tenant's for an operator's system memories."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             m = await repo.get(tx.session, p.tenant_id, namespace.id, memory_id, lock=True)
             if m is not None:
                 _may_write_level(p, m.scope)

@@ -7,13 +7,14 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from memvault.forget.schemas import ForgetIn, ForgetOut
 from memvault.maintenance.schemas import DEFAULT_STEPS, MAX_BUDGET_MS, OrganizeIn, OrganizeOut, Step
 from memvault.mcp.runtime import Runtime
+from memvault.mcp.tool import ToolCall, Tools
 from memvault.memories.schemas import (
     MemoryFilters,
     MemoryHistory,
@@ -47,7 +48,9 @@ DESTROY = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempoten
 
 
 def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
-    @server.tool(
+    tool = Tools(server, rt)
+
+    @tool(
         name="memory_store",
         title="Remember something",
         annotations=WRITE,
@@ -61,7 +64,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         ),
     )
     async def memory_store(
-        ctx: Context,
+        call: ToolCall,
         content: Annotated[str, Field(description="The statement to remember, self-contained.")],
         type: Annotated[MemoryType, Field(description="What kind of memory it is.")] = MemoryType.fact,
         key: Annotated[str | None, Field(description="Stable name of what it is about, to supersede later.")] = None,
@@ -78,28 +81,23 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         valid_from: Annotated[datetime | None, Field(description="When it became true, if not now.")] = None,
         namespace: Namespace = None,
     ) -> MemoryOut:
-        p = rt.principal(ctx)
+        meta = dict(metadata or {})
+        meta.update({k: v for k, v in (("role", role), ("speaker", speaker)) if v})
+        body = MemoryIn(
+            content=content,
+            type=type,
+            key=key,
+            scope=scope,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+            metadata=meta,
+            importance=importance,
+            valid_from=valid_from,
+        )
+        return await call.api.store(call.p, call.ns(namespace), body)
 
-        async def run() -> MemoryOut:
-            meta = dict(metadata or {})
-            meta.update({k: v for k, v in (("role", role), ("speaker", speaker)) if v})
-            body = MemoryIn(
-                content=content,
-                type=type,
-                key=key,
-                scope=scope,
-                user_id=user_id,
-                agent_id=agent_id,
-                session_id=session_id,
-                metadata=meta,
-                importance=importance,
-                valid_from=valid_from,
-            )
-            return await rt.api().store(p, rt.namespace(p, namespace), body)
-
-        return await rt.call(run)
-
-    @server.tool(
+    @tool(
         name="memory_search",
         title="Search memories",
         annotations=READ,
@@ -113,7 +111,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         ),
     )
     async def memory_search(
-        ctx: Context,
+        call: ToolCall,
         query: Annotated[str, Field(description="What to look for, in natural language.")],
         limit: Annotated[int, Field(ge=1, le=50)] = 10,
         user_id: UserId = None,
@@ -142,36 +140,31 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         rewrite: Annotated[bool | None, Field(description="Rewrite the query (HyDE) if configured.")] = None,
         namespace: Namespace = None,
     ) -> SearchOut:
-        p = rt.principal(ctx)
+        req = SearchIn(
+            query=query,
+            limit=limit,
+            min_score=min_score,
+            neighbours=neighbours,
+            reference_time=reference_time,
+            weights=weights,
+            fusion=fusion,
+            rerank=rerank,
+            rewrite=rewrite,
+            filters=MemoryFilters(
+                user_id=user_id,
+                session_id=session_id,
+                agent_id=agent_id,
+                type=types,
+                knowledge_at=knowledge_at,
+                valid_at=valid_at,
+                since=since,
+                until=until,
+                include_archived=include_archived,
+            ),
+        )
+        return await call.api.search(call.p, call.ns(namespace), req)
 
-        async def run() -> SearchOut:
-            req = SearchIn(
-                query=query,
-                limit=limit,
-                min_score=min_score,
-                neighbours=neighbours,
-                reference_time=reference_time,
-                weights=weights,
-                fusion=fusion,
-                rerank=rerank,
-                rewrite=rewrite,
-                filters=MemoryFilters(
-                    user_id=user_id,
-                    session_id=session_id,
-                    agent_id=agent_id,
-                    type=types,
-                    knowledge_at=knowledge_at,
-                    valid_at=valid_at,
-                    since=since,
-                    until=until,
-                    include_archived=include_archived,
-                ),
-            )
-            return await rt.api().search(p, rt.namespace(p, namespace), req)
-
-        return await rt.call(run)
-
-    @server.tool(
+    @tool(
         name="memory_get_context",
         title="Recall context",
         annotations=READ,
@@ -182,32 +175,26 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         ),
     )
     async def memory_get_context(
-        ctx: Context,
+        call: ToolCall,
         query: Annotated[str | None, Field(description="The topic; omit to recall for the user/session.")] = None,
         user_id: UserId = None,
         session_id: SessionId = None,
         token_budget: Annotated[int, Field(ge=50, le=32000)] = 1500,
         namespace: Namespace = None,
     ) -> ContextOut:
-        p = rt.principal(ctx)
+        req = ContextIn(query=query, user_id=user_id, session_id=session_id, token_budget=token_budget)
+        return await call.api.get_context(call.p, call.ns(namespace), req)
 
-        async def run() -> ContextOut:
-            req = ContextIn(query=query, user_id=user_id, session_id=session_id, token_budget=token_budget)
-            return await rt.api().get_context(p, rt.namespace(p, namespace), req)
-
-        return await rt.call(run)
-
-    @server.tool(
+    @tool(
         name="memory_get",
         title="Read a memory",
         annotations=READ,
         description="Read one memory by id, with its scope, state, dates and version links.",
     )
-    async def memory_get(ctx: Context, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
-        p = rt.principal(ctx)
-        return await rt.call(lambda: rt.api().get_memory(p, rt.namespace(p, namespace), memory_id))
+    async def memory_get(call: ToolCall, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
+        return await call.api.get_memory(call.p, call.ns(namespace), memory_id)
 
-    @server.tool(
+    @tool(
         name="memory_forget",
         title="Forget",
         annotations=DESTROY,
@@ -219,7 +206,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         ),
     )
     async def memory_forget(
-        ctx: Context,
+        call: ToolCall,
         memory_id: Annotated[uuid.UUID | None, Field(description="One memory to forget.")] = None,
         user_id: UserId = None,
         session_id: SessionId = None,
@@ -227,29 +214,23 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         hard: bool = False,
         namespace: Namespace = None,
     ) -> ForgetOut:
-        p = rt.principal(ctx)
-        ns = rt.namespace(p, namespace)
-
-        async def run() -> ForgetOut:
-            api = rt.api()
-            if memory_id is not None:
-                if any(v is not None for v in (user_id, session_id, entity_id)):
-                    raise ValueError("give memory_id alone, or one of user_id, session_id, entity_id")
-                if hard:
-                    await api.delete_memory(p, ns, memory_id)
-                else:
-                    await api.archive_memory(p, ns, memory_id)
-                zero = dict.fromkeys(("events", "sessions", "traces", "entities", "relations"), 0)
-                return ForgetOut(hard=hard, selector="memory_id", memories=1, **zero)
-            body = ForgetIn(user_id=user_id, session_id=session_id, entity_id=entity_id, hard=hard)
-            return await api.forget(p, ns, body)
-
-        return await rt.call(run)
+        api, ns = call.api, call.ns(namespace)
+        if memory_id is not None:
+            if any(v is not None for v in (user_id, session_id, entity_id)):
+                raise ValueError("give memory_id alone, or one of user_id, session_id, entity_id")
+            if hard:
+                await api.delete_memory(call.p, ns, memory_id)
+            else:
+                await api.archive_memory(call.p, ns, memory_id)
+            zero = dict.fromkeys(("events", "sessions", "traces", "entities", "relations"), 0)
+            return ForgetOut(hard=hard, selector="memory_id", memories=1, **zero)
+        body = ForgetIn(user_id=user_id, session_id=session_id, entity_id=entity_id, hard=hard)
+        return await api.forget(call.p, ns, body)
 
     if not extended:
         return
 
-    @server.tool(
+    @tool(
         name="memory_update",
         title="Correct a memory",
         annotations=CHANGE,
@@ -259,7 +240,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         ),
     )
     async def memory_update(
-        ctx: Context,
+        call: ToolCall,
         memory_id: MemoryId,
         content: str | None = None,
         importance: Annotated[float | None, Field(ge=0, le=1)] = None,
@@ -267,27 +248,23 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         type: MemoryType | None = None,
         namespace: Namespace = None,
     ) -> MemoryOut:
-        p = rt.principal(ctx)
-        fields = {
+        fields: dict[str, Any] = {
             k: v
             for k, v in (("content", content), ("importance", importance), ("metadata", metadata), ("type", type))
             if v is not None
         }
 
-        async def run() -> MemoryOut:
-            patch = MemoryPatch(**fields)
-            return await rt.api().update_memory(p, rt.namespace(p, namespace), memory_id, patch)
+        patch = MemoryPatch(**fields)
+        return await call.api.update_memory(call.p, call.ns(namespace), memory_id, patch)
 
-        return await rt.call(run)
-
-    @server.tool(
+    @tool(
         name="memory_list",
         title="List memories",
         annotations=READ,
         description="List memories newest first (for browsing or review); pass `cursor` from the last page for more.",
     )
     async def memory_list(
-        ctx: Context,
+        call: ToolCall,
         user_id: UserId = None,
         session_id: SessionId = None,
         types: list[MemoryType] | None = None,
@@ -298,47 +275,39 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         cursor: str | None = None,
         namespace: Namespace = None,
     ) -> MemoryPage:
-        p = rt.principal(ctx)
+        filters = MemoryFilters(
+            user_id=user_id, session_id=session_id, type=types, state=states, since=since, until=until
+        )
+        return await call.api.list_memories(call.p, call.ns(namespace), filters, limit=limit, cursor=cursor)
 
-        async def run() -> MemoryPage:
-            filters = MemoryFilters(
-                user_id=user_id, session_id=session_id, type=types, state=states, since=since, until=until
-            )
-            return await rt.api().list_memories(p, rt.namespace(p, namespace), filters, limit=limit, cursor=cursor)
-
-        return await rt.call(run)
-
-    @server.tool(
+    @tool(
         name="memory_history",
         title="Memory history",
         annotations=READ,
         description="Every version of a memory and every change to it, with who made it and when.",
     )
-    async def memory_history(ctx: Context, memory_id: MemoryId, namespace: Namespace = None) -> MemoryHistory:
-        p = rt.principal(ctx)
-        return await rt.call(lambda: rt.api().memory_history(p, rt.namespace(p, namespace), memory_id))
+    async def memory_history(call: ToolCall, memory_id: MemoryId, namespace: Namespace = None) -> MemoryHistory:
+        return await call.api.memory_history(call.p, call.ns(namespace), memory_id)
 
-    @server.tool(
+    @tool(
         name="memory_promote",
         title="Confirm a memory",
         annotations=CHANGE,
         description="Mark a tentative memory as confirmed (stable), e.g. after the user agreed it is right.",
     )
-    async def memory_promote(ctx: Context, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
-        p = rt.principal(ctx)
-        return await rt.call(lambda: rt.api().promote_memory(p, rt.namespace(p, namespace), memory_id))
+    async def memory_promote(call: ToolCall, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
+        return await call.api.promote_memory(call.p, call.ns(namespace), memory_id)
 
-    @server.tool(
+    @tool(
         name="memory_archive",
         title="Archive a memory",
         annotations=CHANGE,
         description="Archive a memory that is stale or wrong: kept, but out of recall unless asked for.",
     )
-    async def memory_archive(ctx: Context, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
-        p = rt.principal(ctx)
-        return await rt.call(lambda: rt.api().archive_memory(p, rt.namespace(p, namespace), memory_id))
+    async def memory_archive(call: ToolCall, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
+        return await call.api.archive_memory(call.p, call.ns(namespace), memory_id)
 
-    @server.tool(
+    @tool(
         name="memory_organize",
         title="Tidy up memory",
         annotations=CHANGE,
@@ -349,17 +318,12 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         ),
     )
     async def memory_organize(
-        ctx: Context,
+        call: ToolCall,
         jobs: Annotated[
             list[Step] | None, Field(description="Steps to run, in order; default reembed, dedup, promote, decay.")
         ] = None,
         budget_ms: Annotated[int, Field(ge=1, le=MAX_BUDGET_MS, description="Time budget for all steps.")] = 60_000,
         namespace: Namespace = None,
     ) -> OrganizeOut:
-        p = rt.principal(ctx)
-
-        async def run() -> OrganizeOut:
-            body = OrganizeIn(jobs=jobs or list(DEFAULT_STEPS), budget_ms=budget_ms)
-            return await rt.api().organize(p, rt.namespace(p, namespace), body)
-
-        return await rt.call(run)
+        body = OrganizeIn(jobs=jobs or list(DEFAULT_STEPS), budget_ms=budget_ms)
+        return await call.api.organize(call.p, call.ns(namespace), body)

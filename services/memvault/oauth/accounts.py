@@ -13,7 +13,6 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from memvault.audit import repository as audit
 from memvault.facade import FacadeBase
 from memvault.oauth import repository as repo
 from memvault.oauth import secrets
@@ -45,7 +44,7 @@ class AccountOps(FacadeBase):
                     scopes=list(dict.fromkeys(body.scopes)),
                     namespaces=namespaces,
                 )
-                await audit.record(tx.session, p.tenant_id, p.subject, "user.create", target_id=str(row.id))
+                await self._audit(tx, p, "user.create", target_id=str(row.id))
         except IntegrityError as exc:
             # Unique per tenant: this says nothing about other tenants' users.
             raise UserExists(
@@ -79,10 +78,9 @@ class AccountOps(FacadeBase):
             # Raised inside the transaction, so the disabling rolls back.
             p.require_reach("admin", row.namespaces)
             revoked = await repo.revoke_grants(tx.session, p.tenant_id, user_id=user_id, reason="user_disabled")
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "user.disable",
                 target_id=str(user_id),
                 detail={"grants": len(revoked)},
@@ -123,7 +121,7 @@ class AccountOps(FacadeBase):
                 raise GrantNotFound(f"No grant with id {grant_id}.")
             # Raised inside the transaction, so the revocation rolls back.
             p.require_reach("admin", revoked[0].namespaces)
-            await audit.record(tx.session, p.tenant_id, p.subject, "oauth.revoke", target_id=str(grant_id))
+            await self._audit(tx, p, "oauth.revoke", target_id=str(grant_id))
             rows = [r for r in await repo.list_grants(tx.session, p.tenant_id) if r[0].id == grant_id]
         return _grant_out(*rows[0])
 

@@ -1,4 +1,5 @@
-"""Creating a tenant: operator work, done on the owner connection because no tenant exists yet."""
+"""Creating a tenant: operator work, done on an owner session (memvault/operator.py) because no
+tenant exists yet."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.audit import repository as audit
@@ -16,6 +16,7 @@ from memvault.keys import repository as keys_repo
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.schemas import NAMESPACE_NAME
 from memvault.principal import SYSTEM_TENANT_ID
+from memvault.tenants import repository as repo
 from memvault.tenants.models import Tenant
 
 
@@ -40,12 +41,9 @@ async def create(s: AsyncSession, name: str, *, namespace: str = "default", acto
             f"invalid namespace name {namespace!r}: letters, digits, '.', '_' and '-', up to 63",
             extra={"field": "namespace"},
         )
-    existing = await s.scalar(select(Tenant).where(Tenant.name == name))
-    if existing is not None:
+    if await repo.by_name(s, name) is not None:
         raise TenantExists(f"tenant {name!r} already exists")
-    tenant = Tenant(name=name)
-    s.add(tenant)
-    await s.flush()
+    tenant = await repo.insert(s, name)
     # Later statements of this transaction run as the tenant too, should the session be the app role.
     await set_local(s, {"app.tenant_id": str(tenant.id)})
     ns = await ns_repo.create(s, tenant.id, namespace, "Created with the tenant.")
@@ -63,9 +61,11 @@ async def create(s: AsyncSession, name: str, *, namespace: str = "default", acto
 
 
 async def by_name(s: AsyncSession, name: str) -> Tenant | None:
-    return await s.scalar(select(Tenant).where(Tenant.name == name, Tenant.id != SYSTEM_TENANT_ID))
+    """A tenant people use, by name: never the reserved system tenant."""
+    tenant = await repo.by_name(s, name)
+    return tenant if tenant is not None and tenant.id != SYSTEM_TENANT_ID else None
 
 
 async def count(s: AsyncSession) -> int:
     """Tenants that people use: the reserved system tenant (system-scope memories) is not one."""
-    return int(await s.scalar(text("SELECT count(*) FROM tenants WHERE id <> :sys"), {"sys": SYSTEM_TENANT_ID}) or 0)
+    return await repo.count_in_use(s)

@@ -110,8 +110,7 @@ class TraceOps(FacadeBase):
         p.require("write", ns)
         # Embed before the transaction opens, so no connection waits on the model.
         vector = await self._embed_or_none(p, body.task)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, scope=None) as (tx, namespace):
             t = await traces_repo.insert_trace(
                 tx.session,
                 {
@@ -135,9 +134,7 @@ class TraceOps(FacadeBase):
 
     async def add_trace_step(self, p: Principal, ns: str, trace_id: uuid.UUID, body: TraceStepIn) -> TraceStepOut:
         """Record the next step of an open trace; its `seq` is assigned here (1, 2, 3 ...)."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             seq = await traces_repo.next_seq(tx.session, p.tenant_id, namespace.id, trace_id, MAX_STEPS)
             if seq is None:
                 t = await traces_repo.get(tx.session, p.tenant_id, namespace.id, trace_id)
@@ -160,10 +157,9 @@ class TraceOps(FacadeBase):
                     "tool_result": body.tool_result,
                 },
             )
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "trace.step",
                 namespace_id=namespace.id,
                 target_id=str(trace_id),
@@ -174,9 +170,7 @@ class TraceOps(FacadeBase):
     async def complete_trace(self, p: Principal, ns: str, trace_id: uuid.UUID, body: TraceCompleteIn) -> TraceOut:
         """Complete an open trace with its outcome and whether it succeeded; it takes no more steps.
         The trace is re-embedded from task and outcome, so search matches outcomes too."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             found = await traces_repo.get(tx.session, p.tenant_id, namespace.id, trace_id)
             if found is None:
                 raise TraceNotFound(f"No trace with id {trace_id}.")
@@ -189,17 +183,15 @@ class TraceOps(FacadeBase):
         values: dict[str, object] = {"outcome": body.outcome, "success": body.success}
         if vector is not None:
             values |= {"embedding": vector, "embedding_model": self._embedder.model_id}
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, scope=None) as (tx, namespace):
             t = await traces_repo.complete(tx.session, p.tenant_id, namespace.id, trace_id, values)
             if t is None:
                 if await traces_repo.get(tx.session, p.tenant_id, namespace.id, trace_id) is None:
                     raise TraceNotFound(f"No trace with id {trace_id}.")
                 raise TraceCompleted(f"Trace {trace_id} is already completed.")
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "trace.complete",
                 namespace_id=namespace.id,
                 target_id=str(trace_id),
@@ -209,9 +201,7 @@ class TraceOps(FacadeBase):
 
     async def get_trace(self, p: Principal, ns: str, trace_id: uuid.UUID) -> TraceDetail:
         """One trace with every step in order."""
-        p.require("read", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "read") as (tx, namespace):
             t = await traces_repo.get(tx.session, p.tenant_id, namespace.id, trace_id)
             if t is None:
                 raise TraceNotFound(f"No trace with id {trace_id}.")
@@ -238,8 +228,7 @@ class TraceOps(FacadeBase):
             user_id=user_id,
             agent_id=agent_id,
         )
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, scope=None) as (tx, namespace):
             rows, next_cursor = await traces_repo.page(
                 tx.session, p.tenant_id, namespace.id, filters, limit=limit, cursor=cursor
             )
@@ -263,8 +252,7 @@ class TraceOps(FacadeBase):
             user_id=req.user_id,
             agent_id=req.agent_id,
         )
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, scope=None) as (tx, namespace):
             outcome = await traces_repo.search(
                 tx.session,
                 tenant_id=p.tenant_id,
@@ -302,16 +290,13 @@ class TraceOps(FacadeBase):
 
     async def delete_trace(self, p: Principal, ns: str, trace_id: uuid.UUID) -> None:
         """Delete a trace and all its steps, permanently."""
-        p.require("write", ns)
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            namespace = await self._namespace(tx, p, ns)
+        async with self._open(p, ns, "write") as (tx, namespace):
             steps = await traces_repo.remove(tx.session, p.tenant_id, namespace.id, trace_id)
             if steps is None:
                 raise TraceNotFound(f"No trace with id {trace_id}.")
-            await audit.record(
-                tx.session,
-                p.tenant_id,
-                p.subject,
+            await self._audit(
+                tx,
+                p,
                 "trace.delete",
                 namespace_id=namespace.id,
                 target_id=str(trace_id),

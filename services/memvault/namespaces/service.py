@@ -1,0 +1,90 @@
+"""The namespace part of the facade: create, list, read, change and delete the isolated memory
+spaces of a tenant. NamespaceAPI inherits it."""
+
+from __future__ import annotations
+
+from memvault.errors import Conflict
+from memvault.facade import FacadeBase
+from memvault.namespaces import repository as ns_repo
+from memvault.namespaces.models import Namespace
+from memvault.namespaces.schemas import NamespaceIn, NamespaceOut, NamespacePatch, NamespaceSettings
+from memvault.principal import Principal
+
+
+class NamespaceExists(Conflict):
+    code = "namespace_exists"
+    title = "Namespace exists"
+
+
+def namespace_out(ns: Namespace, memory_count: int) -> NamespaceOut:
+    return NamespaceOut(
+        id=ns.id,
+        name=ns.name,
+        description=ns.description,
+        created_at=ns.created_at,
+        memory_count=memory_count,
+        settings=NamespaceSettings.model_validate(ns.settings or {}),
+    )
+
+
+class NamespaceOps(FacadeBase):
+    async def create_namespace(self, p: Principal, body: NamespaceIn) -> NamespaceOut:
+        """Create a namespace: an isolated memory space inside the tenant."""
+        p.require("admin", body.name)
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            ns = await ns_repo.create(tx.session, p.tenant_id, body.name, body.description)
+            if ns is None:
+                raise NamespaceExists(f"A namespace named '{body.name}' already exists.")
+            await self._audit(tx, p, "namespace.create", namespace_id=ns.id, target_id=body.name)
+        return namespace_out(ns, 0)
+
+    async def list_namespaces(self, p: Principal) -> list[NamespaceOut]:
+        """Namespaces this principal may use, with their memory counts."""
+        p.require("read")
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            rows = await ns_repo.list_with_counts(tx.session, p.tenant_id, p.namespaces)
+        return [namespace_out(ns, n) for ns, n in rows]
+
+    async def get_namespace(self, p: Principal, name: str) -> NamespaceOut:
+        async with self._open(p, name, "read") as (tx, ns):
+            n = await ns_repo.count_memories(tx.session, p.tenant_id, ns.id)
+        return namespace_out(ns, n)
+
+    async def update_namespace(self, p: Principal, name: str, patch: NamespacePatch) -> NamespaceOut:
+        """Change a namespace's description or settings (search defaults, periodic maintenance)."""
+        given = patch.model_fields_set
+        async with self._open(p, name, "admin") as (tx, ns):
+            if "description" in given:
+                ns.description = patch.description
+            if "settings" in given and patch.settings is not None:
+                merged = dict(ns.settings or {})
+                for part in patch.settings.model_fields_set:
+                    value = getattr(patch.settings, part)
+                    if value is None:
+                        merged.pop(part, None)
+                    else:
+                        merged[part] = value.model_dump(mode="json", exclude_none=True)
+                ns.settings = merged
+            await tx.session.flush()
+            await self._audit(
+                tx,
+                p,
+                "namespace.update",
+                namespace_id=ns.id,
+                target_id=name,
+                detail={
+                    "fields": sorted(given),
+                    "settings": sorted(patch.settings.model_fields_set) if patch.settings else [],
+                },
+            )
+            n = await ns_repo.count_memories(tx.session, p.tenant_id, ns.id)
+        return namespace_out(ns, n)
+
+    async def delete_namespace(self, p: Principal, name: str) -> None:
+        """Delete a namespace and every memory in it, permanently."""
+        async with self._open(p, name, "admin") as (tx, ns):
+            n = await ns_repo.count_memories(tx.session, p.tenant_id, ns.id)
+            await ns_repo.remove(tx.session, p.tenant_id, ns.id)
+            await self._audit(
+                tx, p, "namespace.delete", namespace_id=ns.id, target_id=name, detail={"memories_deleted": n}
+            )

@@ -1,0 +1,77 @@
+"""The operator's paths: everything done as the database's owner role, which bypasses row-level
+security. Migrating, creating a tenant (none exists yet to scope the transaction to), finding a
+tenant by name for the CLI and the stdio bridge, and the two sweeps that list ids across tenants
+(orphaned jobs, due maintenance). Nothing else opens an owner session or connection (forget's
+erasure still does, for now: see forget/service.py).
+
+Each function here reads or writes as little as it can: cross-tenant reads return ids only, and
+the work on them then runs inside each tenant's own RLS-bound transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from memvault.config import Settings
+from memvault.db import migrate
+from memvault.db.session import Database
+from memvault.db.urls import DatabaseUrls
+from memvault.facade import FacadeBase
+from memvault.jobs import repository as jobs_repo
+from memvault.maintenance import repository as maintenance_repo
+from memvault.runtime import database_urls
+from memvault.tenants import service as tenants
+from memvault.tenants.models import Tenant
+
+
+def prepare_database(settings: Settings) -> DatabaseUrls:
+    """Find or start the database and migrate it to the newest revision, as the owner."""
+    urls = database_urls(settings)
+    migrate.upgrade(urls.owner, settings.app_role, allow_login=urls.embedded)
+    return urls
+
+
+def current_revision(urls: DatabaseUrls) -> str | None:
+    return migrate.current_revision(urls.owner)
+
+
+async def create_tenant(
+    db: Database, name: str, *, namespace: str = "default", actor: str = "operator"
+) -> tenants.NewTenant:
+    """A tenant with one namespace and an admin key (shown once)."""
+    async with db.owner() as s:
+        return await tenants.create(s, name, namespace=namespace, actor=actor)
+
+
+async def bootstrap(db: Database, settings: Settings) -> tenants.NewTenant | None:
+    """Create the first tenant, its `default` namespace and an admin key when there is no tenant yet."""
+    async with db.owner() as s:
+        if await tenants.count(s) > 0:
+            return None
+        return await tenants.create(s, settings.bootstrap_tenant, actor="bootstrap")
+
+
+async def find_tenant(db: Database, name: str) -> Tenant | None:
+    """A tenant by name, for the operator's tools that act as it (the CLI, the stdio bridge)."""
+    async with db.owner() as s:
+        return await tenants.by_name(s, name)
+
+
+async def orphaned_jobs(db: Database, *, quiet_before: datetime) -> list[tuple[uuid.UUID, uuid.UUID, str]]:
+    """(tenant, job, kind) of the jobs no runner holds, across tenants (jobs.repository.orphans)."""
+    async with db.owner() as s:
+        return await jobs_repo.orphans(s, quiet_before=quiet_before)
+
+
+async def due_maintenance(db: Database, now: datetime, *, limit: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """(tenant, namespace) of the namespaces whose periodic maintenance is due, across tenants."""
+    async with db.owner() as s:
+        return await maintenance_repo.due_schedules(s, now, limit=limit)
+
+
+class OperatorOps(FacadeBase):
+    async def create_tenant(self, name: str, *, namespace: str = "default") -> tenants.NewTenant:
+        """Create a tenant with one namespace and an admin key (shown once). Operator only: the
+        CLI calls it, no front door does."""
+        return await create_tenant(self._db, name, namespace=namespace)

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvault.principal import SYSTEM_TENANT_ID
+from memvault.tenants.models import Tenant
+
+
+async def insert(s: AsyncSession, name: str) -> Tenant:
+    tenant = Tenant(name=name)
+    s.add(tenant)
+    await s.flush()
+    return tenant
+
+
+async def by_name(s: AsyncSession, name: str) -> Tenant | None:
+    return await s.scalar(select(Tenant).where(Tenant.name == name))
+
+
+async def count_in_use(s: AsyncSession) -> int:
+    """Tenants that people use: the reserved system tenant (system-scope memories) is not one."""
+    return int(await s.scalar(select(func.count()).select_from(Tenant).where(Tenant.id != SYSTEM_TENANT_ID)) or 0)
