@@ -78,6 +78,11 @@ class ForgetResult(Model):
     relations: int
 
 
+# One line of an export file: ``kind`` ("header", "entity", ..., "end") and that kind's fields, in
+# the server's restore format (docs/api.md, Export), which ``import_`` takes back as it is.
+ExportRecord = dict[str, Any]
+
+
 class ImportResult(Model):
     imported: dict[str, int]
 

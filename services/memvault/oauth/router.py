@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from memvault.gateway.deps import AdminPrincipal, Api
-from memvault.gateway.idempotency import NOT_IDEMPOTENT
+from memvault.gateway.idempotency import IDEMPOTENT, NOT_IDEMPOTENT
 from memvault.oauth import clients, pages
 from memvault.oauth.authorization import ChooseAccount, ConsentInvalid, LoginFailed, RedirectError
 from memvault.oauth.errors import InvalidRequest, OAuthError
@@ -270,7 +270,7 @@ async def account(p: AdminPrincipal, api: Api) -> AccountOut:
     return await api.get_account(p)
 
 
-@users_router.delete("/account/grants/{grant_id}")
+@users_router.delete("/account/grants/{grant_id}", dependencies=[IDEMPOTENT])
 async def revoke_grant(grant_id: uuid.UUID, p: AdminPrincipal, api: Api) -> GrantOut:
     """Revoke one grant: the application's tokens stop working at once."""
     return await api.revoke_grant(p, grant_id)
