@@ -258,7 +258,7 @@ async def list_users(p: AdminPrincipal, api: Api) -> list[UserOut]:
     return await api.list_users(p)
 
 
-@users_router.post("/users/{user_id}/disable")
+@users_router.post("/users/{user_id}/disable", dependencies=[IDEMPOTENT])
 async def disable_user(user_id: uuid.UUID, p: AdminPrincipal, api: Api) -> UserOut:
     """Disable a user: no more sign-ins, and every OAuth grant they gave is revoked now."""
     return await api.disable_user(p, user_id)
