@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 import httpx
 
 from memvault_sdk._errors import (
-    MemvaultConnectionError,
+    MemVaultConnectionError,
     MemVaultError,
-    MemvaultTimeoutError,
+    MemVaultTimeoutError,
     error_from_response,
     retry_after_seconds,
 )
@@ -177,10 +177,10 @@ class BaseClient:
         return backoff * (1 - 0.25 * random.random())
 
     @staticmethod
-    def _transport_error(exc: httpx.TransportError, request: APIRequest[Any]) -> MemvaultConnectionError:
+    def _transport_error(exc: httpx.TransportError, request: APIRequest[Any]) -> MemVaultConnectionError:
         if isinstance(exc, httpx.TimeoutException):
-            return MemvaultTimeoutError(f"The request timed out: {exc}", request=request)
-        return MemvaultConnectionError(f"Connection error: {exc or type(exc).__name__}", request=request)
+            return MemVaultTimeoutError(f"The request timed out: {exc}", request=request)
+        return MemVaultConnectionError(f"Connection error: {exc or type(exc).__name__}", request=request)
 
 
 def _code(response: httpx.Response) -> str | None:

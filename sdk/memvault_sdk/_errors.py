@@ -16,9 +16,9 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ConflictError",
+    "MemVaultConnectionError",
     "MemVaultError",
-    "MemvaultConnectionError",
-    "MemvaultTimeoutError",
+    "MemVaultTimeoutError",
     "NotFoundError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
@@ -41,7 +41,7 @@ class MemVaultError(Exception):
         self.message = message
 
 
-class MemvaultConnectionError(MemVaultError):
+class MemVaultConnectionError(MemVaultError):
     """The server could not be reached, or the connection broke before an answer came."""
 
     def __init__(self, message: str = "Could not connect to the memvault server.", *, request: Any = None) -> None:
@@ -49,7 +49,7 @@ class MemvaultConnectionError(MemVaultError):
         self.request = request
 
 
-class MemvaultTimeoutError(MemvaultConnectionError):
+class MemVaultTimeoutError(MemVaultConnectionError):
     """No answer within the client's timeout."""
 
 
@@ -180,7 +180,7 @@ def error_from_response(response: httpx.Response) -> APIStatusError:
 
 # The names these classes had before 0.2: they shadowed Python's own ConnectionError and
 # TimeoutError in `from memvault_sdk import *` and in this module, so they are reachable only here.
-_DEPRECATED = {"ConnectionError": "MemvaultConnectionError", "TimeoutError": "MemvaultTimeoutError"}
+_DEPRECATED = {"ConnectionError": "MemVaultConnectionError", "TimeoutError": "MemVaultTimeoutError"}
 
 
 def deprecated_name(module: str, name: str) -> type[MemVaultError]:

@@ -74,7 +74,7 @@ async def test_creating_an_api_key_is_not_retried_once_sent(proxied: Any, proxy:
     of the broken connection instead of getting a second key."""
     before = len(await call(proxied.keys.list()))
     proxy.add("drop", "POST", "/v1/keys")
-    with pytest.raises(memvault_sdk.MemvaultConnectionError):
+    with pytest.raises(memvault_sdk.MemVaultConnectionError):
         await call(proxied.keys.create(name="ci"))
     assert len(proxy.requests("POST", "/v1/keys")) == 1
     assert "idempotency-key" not in proxy.requests("POST", "/v1/keys")[0].headers

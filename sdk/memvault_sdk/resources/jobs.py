@@ -3,7 +3,7 @@ from __future__ import annotations
 import time
 
 from memvault_sdk._base import Flow, Sleep
-from memvault_sdk._errors import MemvaultTimeoutError
+from memvault_sdk._errors import MemVaultTimeoutError
 from memvault_sdk._request import APIRequest, returns, segment
 from memvault_sdk.resources._resource import APIResource, AsyncAPIResource, SyncAPIResource, endpoint
 from memvault_sdk.types.jobs import Job
@@ -34,7 +34,7 @@ class _Jobs(APIResource):
     @endpoint
     def wait(self, job_id: str, *, timeout: float = DEFAULT_WAIT, poll_interval: float = DEFAULT_POLL) -> Flow[Job]:
         """Poll until the job has finished (succeeded, failed or cancelled) and return it; check
-        ``job.status``. Raises MemvaultTimeoutError if it has not finished within ``timeout`` seconds."""
+        ``job.status``. Raises MemVaultTimeoutError if it has not finished within ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         interval = poll_interval
         while True:
@@ -42,7 +42,7 @@ class _Jobs(APIResource):
             if job.finished:
                 return job
             if time.monotonic() + interval > deadline:
-                raise MemvaultTimeoutError(f"Job {job.id} was still {job.status} after {timeout:g} s.")
+                raise MemVaultTimeoutError(f"Job {job.id} was still {job.status} after {timeout:g} s.")
             yield Sleep(interval)
             interval = min(interval * 1.5, MAX_POLL)
 
