@@ -17,7 +17,7 @@ from memvault_sdk._errors import (
     SecretDetectedError,
     ServerError,
     ValidationError,
-    deprecated_name,
+    _deprecated_alias,
 )
 from memvault_sdk._request import NOT_GIVEN, NotGiven
 from memvault_sdk._version import __version__
@@ -52,4 +52,4 @@ __all__ = [
 
 def __getattr__(name: str) -> type[MemVaultError]:
     # ConnectionError and TimeoutError, the pre-0.2 names, still resolve, with a DeprecationWarning.
-    return deprecated_name(__name__, name)
+    return _deprecated_alias(__name__, name)

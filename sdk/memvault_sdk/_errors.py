@@ -183,7 +183,7 @@ def error_from_response(response: httpx.Response) -> APIStatusError:
 _DEPRECATED = {"ConnectionError": "MemVaultConnectionError", "TimeoutError": "MemVaultTimeoutError"}
 
 
-def deprecated_name(module: str, name: str) -> type[MemVaultError]:
+def _deprecated_alias(module: str, name: str) -> type[MemVaultError]:
     """The class a pre-0.2 name stands for, with a DeprecationWarning; AttributeError otherwise."""
     if name not in _DEPRECATED:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
@@ -194,4 +194,4 @@ def deprecated_name(module: str, name: str) -> type[MemVaultError]:
 
 
 def __getattr__(name: str) -> type[MemVaultError]:
-    return deprecated_name(__name__, name)
+    return _deprecated_alias(__name__, name)
