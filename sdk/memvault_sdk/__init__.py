@@ -1,24 +1,25 @@
 """memvault's Python SDK: ``MemVault`` (blocking) and ``AsyncMemVault`` (asyncio) over the REST API."""
 
 from memvault_sdk import types
-from memvault_sdk._base import NOT_GIVEN, NotGiven
 from memvault_sdk._client import AsyncMemVault, MemVault
 from memvault_sdk._errors import (
     APIStatusError,
     AuthenticationError,
     BadRequestError,
     ConflictError,
-    ConnectionError,
+    MemVaultConnectionError,
     MemVaultError,
+    MemVaultTimeoutError,
     NotFoundError,
     PayloadTooLargeError,
     PermissionDeniedError,
     RateLimitError,
     SecretDetectedError,
     ServerError,
-    TimeoutError,
     ValidationError,
+    _deprecated_alias,
 )
+from memvault_sdk._request import NOT_GIVEN, NotGiven
 from memvault_sdk._version import __version__
 from memvault_sdk.pagination import AsyncPage, AsyncPaginator, SyncPage
 
@@ -31,9 +32,10 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ConflictError",
-    "ConnectionError",
     "MemVault",
+    "MemVaultConnectionError",
     "MemVaultError",
+    "MemVaultTimeoutError",
     "NotFoundError",
     "NotGiven",
     "PayloadTooLargeError",
@@ -42,8 +44,12 @@ __all__ = [
     "SecretDetectedError",
     "ServerError",
     "SyncPage",
-    "TimeoutError",
     "ValidationError",
     "__version__",
     "types",
 ]
+
+
+def __getattr__(name: str) -> type[MemVaultError]:
+    # ConnectionError and TimeoutError, the pre-0.2 names, still resolve, with a DeprecationWarning.
+    return _deprecated_alias(__name__, name)

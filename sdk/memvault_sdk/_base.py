@@ -1,35 +1,38 @@
 """What every call shares: configuration, headers, the retry loop with jittered exponential backoff
 and `Retry-After`, one Idempotency-Key per logical write (the same on every retry), and the
-mapping of error responses to exception classes. Resources only describe requests."""
+mapping of error responses to exception classes.
+
+The retry loop is written once, as a flow: a generator that yields what it needs done (send an
+attempt, or pause) and is sent back the outcome. The blocking and the asyncio client differ only
+in the small driver that does those two things."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import time
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from datetime import date, datetime
-from functools import lru_cache
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, TypeAdapter
 
 from memvault_sdk._errors import (
-    ConnectionError,
+    MemVaultConnectionError,
     MemVaultError,
-    TimeoutError,
+    MemVaultTimeoutError,
     error_from_response,
     retry_after_seconds,
 )
+from memvault_sdk._request import NOT_GIVEN, APIRequest, NotGiven, segment
 from memvault_sdk._version import __version__
 
+__all__ = ["NOT_GIVEN", "AsyncAPIClient", "BaseClient", "Flow", "NotGiven", "Sleep", "SyncAPIClient"]
+
 T = TypeVar("T")
+C = TypeVar("C", bound="BaseClient")
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
 DEFAULT_NAMESPACE = "default"
@@ -42,83 +45,21 @@ MAX_RETRY_AFTER = 60.0
 _RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
 
-class NotGiven:
-    """Marks an argument that was left out, where ``None`` means "clear this field"."""
+@dataclass(frozen=True)
+class Attempt:
+    """Send this request once; the flow is sent back the response or the transport error."""
 
-    def __bool__(self) -> bool:
-        return False
-
-    def __repr__(self) -> str:
-        return "NOT_GIVEN"
-
-
-NOT_GIVEN = NotGiven()
+    request: APIRequest[Any]
+    headers: dict[str, str]
 
 
 @dataclass(frozen=True)
-class APIRequest:
-    method: str
-    path: str
-    params: Mapping[str, Any] | None = None
-    json: Any = None
-    content: bytes | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    # A write the server deduplicates by Idempotency-Key: one key per call, reused on retries.
-    idempotent_write: bool = False
-    idempotency_key: str | None = None
-    # Whether repeating the request is harmless even if an earlier attempt reached the server.
-    retry_safe: bool = True
-    jsonl: bool = False
-
-    def with_params(self, **params: Any) -> APIRequest:
-        return replace(self, params={**(self.params or {}), **params})
+class Sleep:
+    seconds: float
 
 
-def body(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
-    """A request body from keyword arguments: left-out (None or NOT_GIVEN) fields are not sent,
-    so the server applies its defaults."""
-    given = {k: v for k, v in fields.items() if v is not None and not isinstance(v, NotGiven)}
-    return model.model_validate(given).model_dump(mode="json", exclude_unset=True)
-
-
-def patch_body(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
-    """A PATCH body: NOT_GIVEN fields stay as they are, None clears a field."""
-    given = {k: v for k, v in fields.items() if not isinstance(v, NotGiven)}
-    return model.model_validate(given).model_dump(mode="json", exclude_unset=True)
-
-
-def params(**values: Any) -> dict[str, Any]:
-    """Query parameters: None left out, lists repeated, times in ISO 8601, dicts as JSON."""
-    out: dict[str, Any] = {}
-    for k, v in values.items():
-        if v is None or isinstance(v, NotGiven):
-            continue
-        if isinstance(v, bool):
-            out[k] = "true" if v else "false"
-        elif isinstance(v, datetime | date):
-            out[k] = v.isoformat()
-        elif isinstance(v, dict):
-            out[k] = json.dumps(v)
-        elif isinstance(v, list | tuple):
-            out[k] = [str(x) for x in v]
-        else:
-            out[k] = str(v)
-    return out
-
-
-def segment(value: object) -> str:
-    return quote(str(value), safe="")
-
-
-@lru_cache(maxsize=256)
-def _adapter(tp: Any) -> TypeAdapter[Any]:
-    return TypeAdapter(tp)
-
-
-def cast(tp: Any, data: Any) -> Any:
-    if tp is None:
-        return None
-    return _adapter(tp).validate_python(data)
+Outcome = httpx.Response | httpx.TransportError | None
+Flow = Generator[Attempt | Sleep, Outcome, T]
 
 
 class BaseClient:
@@ -144,10 +85,56 @@ class BaseClient:
         self.max_retries = max_retries
         self.default_headers = dict(default_headers or {})
 
+    def _options(self) -> dict[str, Any]:
+        return {
+            "api_key": self.api_key,
+            "base_url": self.base_url,
+            "namespace": self.namespace,
+            "timeout": self.timeout,
+            "max_retries": self.max_retries,
+            "default_headers": self.default_headers,
+        }
+
     def namespace_path(self, namespace: str | None) -> str:
         return f"/v1/namespaces/{segment(namespace or self.namespace)}"
 
-    def _headers(self, req: APIRequest, idempotency_key: str | None, attempt: int) -> dict[str, str]:
+    def flow(self, req: APIRequest[T]) -> Flow[T]:
+        """One call with its retries: attempts until one succeeds, fails for good, or retries run out."""
+        key = self._idempotency_key(req)
+        attempt = 0
+        while True:
+            outcome = yield Attempt(req, self._headers(req, key, attempt))
+            if isinstance(outcome, httpx.TransportError):
+                if attempt < self.max_retries and self._retry_on_error(req, outcome):
+                    yield Sleep(self._delay(attempt, None))
+                    attempt += 1
+                    continue
+                raise self._transport_error(outcome, req) from outcome
+            assert outcome is not None
+            if outcome.is_success:
+                return req.returns.parse(outcome)
+            if attempt < self.max_retries and self._retry_on_response(req, outcome):
+                yield Sleep(self._delay(attempt, outcome))
+                attempt += 1
+                continue
+            raise error_from_response(outcome)
+
+    def _flow_of(self, call: APIRequest[T] | Flow[T]) -> Flow[T]:
+        return self.flow(call) if isinstance(call, APIRequest) else call
+
+    def _send_args(self, step: Attempt) -> dict[str, Any]:
+        req = step.request
+        return {
+            "method": req.method,
+            "url": self.base_url + req.path,
+            "params": req.params,
+            "json": req.json(),
+            "content": req.content,
+            "headers": step.headers,
+            "timeout": self.timeout,
+        }
+
+    def _headers(self, req: APIRequest[Any], idempotency_key: str | None, attempt: int) -> dict[str, str]:
         headers = {
             "Authorization": f"Bearer {self.api_key}",
             "Accept": "application/json",
@@ -162,23 +149,23 @@ class BaseClient:
         return headers
 
     @staticmethod
-    def _idempotency_key(req: APIRequest) -> str | None:
-        if req.idempotency_key is not None:
-            return req.idempotency_key
-        return f"mv-sdk-{uuid.uuid4()}" if req.idempotent_write else None
+    def _idempotency_key(req: APIRequest[Any]) -> str | None:
+        if req.retry_mode != "write":
+            return None
+        return req.idempotency_key or f"mv-sdk-{uuid.uuid4()}"
 
-    def _retry_on_error(self, req: APIRequest, exc: httpx.TransportError) -> bool:
+    def _retry_on_error(self, req: APIRequest[Any], exc: httpx.TransportError) -> bool:
         if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
             return True  # the request never reached the server
-        return req.retry_safe or req.idempotent_write
+        return req.retry_mode != "once"
 
-    def _retry_on_response(self, req: APIRequest, response: httpx.Response) -> bool:
+    def _retry_on_response(self, req: APIRequest[Any], response: httpx.Response) -> bool:
         if response.status_code == 429:
             return True
-        if response.status_code == 409 and req.idempotent_write:
+        if response.status_code == 409 and req.retry_mode == "write":
             # The first attempt is still running on the server; its answer will be replayed.
             return _code(response) == "idempotency_in_progress"
-        return response.status_code in _RETRY_STATUSES and (req.retry_safe or req.idempotent_write)
+        return response.status_code in _RETRY_STATUSES and req.retry_mode != "once"
 
     @staticmethod
     def _delay(attempt: int, response: httpx.Response | None) -> float:
@@ -186,22 +173,14 @@ class BaseClient:
             wait = retry_after_seconds(response)
             if wait is not None and 0 <= wait <= MAX_RETRY_AFTER:
                 return wait
-        backoff = min(INITIAL_RETRY_DELAY * 2**attempt, MAX_RETRY_DELAY)
+        backoff = min(INITIAL_RETRY_DELAY * 2.0**attempt, MAX_RETRY_DELAY)
         return backoff * (1 - 0.25 * random.random())
 
     @staticmethod
-    def _transport_error(exc: httpx.TransportError, request: APIRequest) -> ConnectionError:
+    def _transport_error(exc: httpx.TransportError, request: APIRequest[Any]) -> MemVaultConnectionError:
         if isinstance(exc, httpx.TimeoutException):
-            return TimeoutError(f"The request timed out: {exc}", request=request)
-        return ConnectionError(f"Connection error: {exc or type(exc).__name__}", request=request)
-
-    @staticmethod
-    def _parse(req: APIRequest, response: httpx.Response, cast_to: Any) -> Any:
-        if response.status_code == 204 or cast_to is None:
-            return None
-        if req.jsonl:
-            return [json.loads(line) for line in response.text.splitlines() if line.strip()]
-        return cast(cast_to, response.json())
+            return MemVaultTimeoutError(f"The request timed out: {exc}", request=request)
+        return MemVaultConnectionError(f"Connection error: {exc or type(exc).__name__}", request=request)
 
 
 def _code(response: httpx.Response) -> str | None:
@@ -218,39 +197,29 @@ class SyncAPIClient(BaseClient):
         self._owns_http = http_client is None
         self._http = http_client or httpx.Client(timeout=self.timeout)
 
-    def request(self, req: APIRequest, cast_to: Any) -> Any:
-        key = self._idempotency_key(req)
-        attempt = 0
+    def run(self, call: APIRequest[T] | Flow[T]) -> T:
+        """Drive a call to its end: send each attempt, sleep each pause."""
+        flow = self._flow_of(call)
+        outcome: Outcome = None
         while True:
             try:
-                response = self._http.request(
-                    req.method,
-                    self.base_url + req.path,
-                    params=req.params,
-                    json=req.json,
-                    content=req.content,
-                    headers=self._headers(req, key, attempt),
-                    timeout=self.timeout,
-                )
-            except httpx.TransportError as exc:
-                if attempt < self.max_retries and self._retry_on_error(req, exc):
-                    time.sleep(self._delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise self._transport_error(exc, req) from exc
-            if response.is_success:
-                return self._parse(req, response, cast_to)
-            if attempt < self.max_retries and self._retry_on_response(req, response):
-                time.sleep(self._delay(attempt, response))
-                attempt += 1
+                step = flow.send(outcome)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if isinstance(step, Sleep):
+                time.sleep(step.seconds)
+                outcome = None
                 continue
-            raise error_from_response(response)
+            try:
+                outcome = self._http.request(**self._send_args(step))
+            except httpx.TransportError as exc:
+                outcome = exc
 
     def close(self) -> None:
         if self._owns_http:
             self._http.close()
 
-    def __enter__(self: T) -> T:
+    def __enter__(self: C) -> C:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -263,39 +232,29 @@ class AsyncAPIClient(BaseClient):
         self._owns_http = http_client is None
         self._http = http_client or httpx.AsyncClient(timeout=self.timeout)
 
-    async def request(self, req: APIRequest, cast_to: Any) -> Any:
-        key = self._idempotency_key(req)
-        attempt = 0
+    async def run(self, call: APIRequest[T] | Flow[T]) -> T:
+        """Drive a call to its end: send each attempt, sleep each pause, without blocking the loop."""
+        flow = self._flow_of(call)
+        outcome: Outcome = None
         while True:
             try:
-                response = await self._http.request(
-                    req.method,
-                    self.base_url + req.path,
-                    params=req.params,
-                    json=req.json,
-                    content=req.content,
-                    headers=self._headers(req, key, attempt),
-                    timeout=self.timeout,
-                )
-            except httpx.TransportError as exc:
-                if attempt < self.max_retries and self._retry_on_error(req, exc):
-                    await asyncio.sleep(self._delay(attempt, None))
-                    attempt += 1
-                    continue
-                raise self._transport_error(exc, req) from exc
-            if response.is_success:
-                return self._parse(req, response, cast_to)
-            if attempt < self.max_retries and self._retry_on_response(req, response):
-                await asyncio.sleep(self._delay(attempt, response))
-                attempt += 1
+                step = flow.send(outcome)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            if isinstance(step, Sleep):
+                await asyncio.sleep(step.seconds)
+                outcome = None
                 continue
-            raise error_from_response(response)
+            try:
+                outcome = await self._http.request(**self._send_args(step))
+            except httpx.TransportError as exc:
+                outcome = exc
 
     async def close(self) -> None:
         if self._owns_http:
             await self._http.aclose()
 
-    async def __aenter__(self: T) -> T:
+    async def __aenter__(self: C) -> C:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -42,7 +42,8 @@ class MemVault(SyncAPIClient):
     ``api_key`` defaults to ``MEMVAULT_API_KEY``, ``base_url`` to ``MEMVAULT_BASE_URL`` (else
     http://127.0.0.1:8080), ``namespace`` to ``MEMVAULT_NAMESPACE`` (else ``default``); every
     namespaced method also takes ``namespace=``. Failed requests are retried ``max_retries`` times
-    when that is safe (connection errors, 429, 5xx), writes with one Idempotency-Key throughout.
+    when that is safe (connection errors, 429, 5xx), every write (POST, PATCH, DELETE) with one
+    Idempotency-Key throughout, so the server answers a retry with the first attempt's outcome.
     """
 
     def __init__(
@@ -88,16 +89,7 @@ class MemVault(SyncAPIClient):
     def with_options(self, **overrides: Any) -> MemVault:
         """A client like this one with some options changed (e.g. ``namespace``, ``max_retries``,
         ``timeout``), sharing its connection pool."""
-        options: dict[str, Any] = {
-            "api_key": self.api_key,
-            "base_url": self.base_url,
-            "namespace": self.namespace,
-            "timeout": self.timeout,
-            "max_retries": self.max_retries,
-            "default_headers": self.default_headers,
-        }
-        copy = MemVault(**{**options, **overrides}, http_client=self._http)
-        return copy
+        return MemVault(**{**self._options(), **overrides}, http_client=self._http)
 
 
 class AsyncMemVault(AsyncAPIClient):
@@ -146,12 +138,4 @@ class AsyncMemVault(AsyncAPIClient):
 
     def with_options(self, **overrides: Any) -> AsyncMemVault:
         """A client like this one with some options changed, sharing its connection pool."""
-        options: dict[str, Any] = {
-            "api_key": self.api_key,
-            "base_url": self.base_url,
-            "namespace": self.namespace,
-            "timeout": self.timeout,
-            "max_retries": self.max_retries,
-            "default_headers": self.default_headers,
-        }
-        return AsyncMemVault(**{**options, **overrides}, http_client=self._http)
+        return AsyncMemVault(**{**self._options(), **overrides}, http_client=self._http)

@@ -6,7 +6,7 @@ finds the request in the server's logs.
 
 from __future__ import annotations
 
-import builtins
+import warnings
 from typing import Any
 
 import httpx
@@ -16,15 +16,15 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ConflictError",
-    "ConnectionError",
+    "MemVaultConnectionError",
     "MemVaultError",
+    "MemVaultTimeoutError",
     "NotFoundError",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "RateLimitError",
     "SecretDetectedError",
     "ServerError",
-    "TimeoutError",
     "ValidationError",
 ]
 
@@ -41,7 +41,7 @@ class MemVaultError(Exception):
         self.message = message
 
 
-class ConnectionError(MemVaultError):
+class MemVaultConnectionError(MemVaultError):
     """The server could not be reached, or the connection broke before an answer came."""
 
     def __init__(self, message: str = "Could not connect to the memvault server.", *, request: Any = None) -> None:
@@ -49,7 +49,7 @@ class ConnectionError(MemVaultError):
         self.request = request
 
 
-class TimeoutError(ConnectionError):
+class MemVaultTimeoutError(MemVaultConnectionError):
     """No answer within the client's timeout."""
 
 
@@ -168,7 +168,7 @@ def error_from_response(response: httpx.Response) -> APIStatusError:
     if not isinstance(body, dict):
         body = None
     message = (body or {}).get("detail") or response.reason_phrase or f"HTTP {response.status_code}"
-    cls: builtins.type[APIStatusError]
+    cls: type[APIStatusError]
     if body and body.get("code") == "secret_detected":
         cls = SecretDetectedError
     elif response.status_code >= 500:
@@ -176,3 +176,22 @@ def error_from_response(response: httpx.Response) -> APIStatusError:
     else:
         cls = _BY_STATUS.get(response.status_code, APIStatusError)
     return cls(str(message), response=response, body=body)
+
+
+# The names these classes had before 0.2: they shadowed Python's own ConnectionError and
+# TimeoutError in `from memvault_sdk import *` and in this module, so they are reachable only here.
+_DEPRECATED = {"ConnectionError": "MemVaultConnectionError", "TimeoutError": "MemVaultTimeoutError"}
+
+
+def _deprecated_alias(module: str, name: str) -> type[MemVaultError]:
+    """The class a pre-0.2 name stands for, with a DeprecationWarning; AttributeError otherwise."""
+    if name not in _DEPRECATED:
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+    new = _DEPRECATED[name]
+    warnings.warn(f"memvault_sdk.{name} is deprecated; use memvault_sdk.{new}.", DeprecationWarning, stacklevel=3)
+    cls: type[MemVaultError] = globals()[new]
+    return cls
+
+
+def __getattr__(name: str) -> type[MemVaultError]:
+    return _deprecated_alias(__name__, name)

@@ -11,10 +11,12 @@ from typing import Any
 import httpx
 import psycopg
 import pytest
+from fastapi import FastAPI
+from fastapi.routing import APIRoute, iter_route_contexts
 
 from memvault.api import NamespaceAPI
 from memvault.db.urls import DatabaseUrls
-from memvault.gateway.idempotency import request_hash
+from memvault.gateway.idempotency import IDEMPOTENT, NOT_IDEMPOTENT, request_hash
 from tests.conftest import Tenant, make_tenant
 from tests.memories.test_router import problem
 
@@ -146,6 +148,105 @@ class TestEveryWriteRoute:
         assert again.headers["idempotent-replayed"] == "true"
         r = await client.get("/v1/namespaces/restored/memories", headers=tenant_a.headers)
         assert len(r.json()["data"]) == 1
+
+
+# PATCH and DELETE routes: (method, path, body) with {placeholders} from _fixtures.
+CHANGES: dict[str, tuple[str, str, dict[str, Any] | None]] = {
+    "memory update": ("PATCH", "/memories/{memory}", {"content": "Ana works at Acme, in Porto"}),
+    "memory delete": ("DELETE", "/memories/{memory}", None),
+    "entity update": ("PATCH", "/entities/{Ana}", {"description": "a colleague"}),
+    "entity delete": ("DELETE", "/entities/{Ana}", None),
+    "relation delete": ("DELETE", "/relations/{relation}", None),
+    "unlink entity": ("DELETE", "/memories/{memory}/entities/{Ana}", None),
+    "trace delete": ("DELETE", "/traces/{trace}", None),
+}
+
+
+class TestPatchAndDelete:
+    """A retried PATCH or DELETE whose first answer was lost must get that answer again, not a
+    404 for the thing it deleted itself, nor a second change."""
+
+    @pytest.mark.parametrize("route", list(CHANGES), ids=list(CHANGES))
+    async def test_replays(self, client: httpx.AsyncClient, tenant_a: Tenant, route: str) -> None:
+        ids = await _fixtures(client, tenant_a)
+        ns = "/v1/namespaces/default"
+        rel = await post(
+            client,
+            tenant_a,
+            f"{ns}/relations",
+            {"source_id": ids["Ana"], "type": "knows", "target_id": ids["Acme"]},
+            None,
+        )
+        ids["relation"] = rel.json()["id"]
+        link = await post(
+            client, tenant_a, f"{ns}/memories/{ids['memory']}/entities", {"entity_ids": [ids["Ana"]]}, None
+        )
+        assert link.status_code == 200, link.text
+        method, path, body = CHANGES[route]
+        url, key = ns + path.format(**ids), f"key-{route}"
+        content = json.dumps(body) if body is not None else None
+        headers = {**keyed(tenant_a, key), "content-type": "application/json"}
+        first = await client.request(method, url, content=content, headers=headers)
+        assert 200 <= first.status_code < 300, first.text
+        again = await client.request(method, url, content=content, headers=headers)
+        assert (again.status_code, again.content) == (first.status_code, first.content)
+        assert again.headers["idempotent-replayed"] == "true"
+        if method == "DELETE":
+            # Without the key the same DELETE is a new request, and the thing is gone.
+            plain = await client.request(method, url, headers=tenant_a.headers)
+            assert plain.status_code == 404, plain.text
+
+    async def test_an_update_is_applied_once(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        m = (await post(client, tenant_a, MEMORIES, {"content": "Ana lives in Porto"}, None)).json()
+        headers = {**keyed(tenant_a, "move"), "content-type": "application/json"}
+        for _ in range(2):
+            r = await client.patch(f"{MEMORIES}/{m['id']}", json={"content": "Ana lives in Lisbon"}, headers=headers)
+            assert r.status_code == 200, r.text
+        h = (await client.get(f"{MEMORIES}/{m['id']}/history", headers=tenant_a.headers)).json()
+        assert [c["action"] for c in h["changes"]] == ["created", "updated"]
+
+    async def test_namespace_delete_replays(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        name = f"ns-{uuid.uuid4().hex[:8]}"
+        assert (await post(client, tenant_a, "/v1/namespaces", {"name": name}, None)).status_code == 201
+        for replayed in (False, True):
+            r = await client.delete(f"/v1/namespaces/{name}", headers=keyed(tenant_a, "drop-ns"))
+            assert r.status_code == 204, r.text
+            assert ("idempotent-replayed" in r.headers) is replayed
+
+    async def test_a_key_revocation_replays(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        made = (await client.post("/v1/keys", json={"name": "ci"}, headers=tenant_a.headers)).json()
+        first = await client.delete(f"/v1/keys/{made['id']}", headers=keyed(tenant_a, "revoke-ci"))
+        again = await client.delete(f"/v1/keys/{made['id']}", headers=keyed(tenant_a, "revoke-ci"))
+        assert first.status_code == again.status_code == 200, first.text
+        assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
+
+
+# POSTs that only read (a query too large for a URL): repeating them changes nothing.
+READ_POSTS = {"/v1/namespaces/{ns}/search", "/v1/namespaces/{ns}/context", "/v1/namespaces/{ns}/traces/search"}
+
+
+def test_every_write_route_takes_or_refuses_the_header(app: FastAPI) -> None:
+    """A new POST/PUT/PATCH/DELETE route under /v1 must say what a retry with Idempotency-Key gets:
+    the first answer again (IDEMPOTENT) or a refusal (NOT_IDEMPOTENT). Silently ignoring the key
+    would let a client's retry apply a change twice or report 404 for its own delete."""
+
+    def calls(route: Any) -> set[Any]:
+        out, todo = set(), [route.dependant]
+        while todo:
+            d = todo.pop()
+            out.add(d.call)
+            todo.extend(d.dependencies)
+        return out
+
+    undeclared = []
+    for route in iter_route_contexts(app.routes):
+        if not isinstance(route.original_route, APIRoute) or not route.path_format.startswith("/v1/"):
+            continue
+        if not set(route.methods) & {"POST", "PUT", "PATCH", "DELETE"} or route.path_format in READ_POSTS:
+            continue
+        if not calls(route) & {IDEMPOTENT.dependency, NOT_IDEMPOTENT.dependency}:
+            undeclared.append(f"{sorted(route.methods)} {route.path_format}")
+    assert undeclared == []
 
 
 class TestRefusals:

@@ -101,18 +101,18 @@ async def test_connection_error() -> None:
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
     closed = MemVault(api_key="mv_x", base_url=f"http://127.0.0.1:{port}", max_retries=1)
-    with closed as c, pytest.raises(memvault_sdk.ConnectionError) as exc:
+    with closed as c, pytest.raises(memvault_sdk.MemVaultConnectionError) as exc:
         c.status()
-    assert not isinstance(exc.value, memvault_sdk.TimeoutError)
+    assert not isinstance(exc.value, memvault_sdk.MemVaultTimeoutError)
     assert isinstance(exc.value, MemVaultError)
 
 
 async def test_timeout_error(proxy: FaultProxy, tenant_a: Tenant) -> None:
     proxy.add("stall", "GET", "/v1/status")
     async with AsyncMemVault(api_key=tenant_a.key, base_url=proxy.url, timeout=0.5, max_retries=0) as c:
-        with pytest.raises(memvault_sdk.TimeoutError) as exc:
+        with pytest.raises(memvault_sdk.MemVaultTimeoutError) as exc:
             await c.status()
-    assert isinstance(exc.value, memvault_sdk.ConnectionError)
+    assert isinstance(exc.value, memvault_sdk.MemVaultConnectionError)
 
 
 def test_a_client_needs_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,3 +127,21 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMVAULT_NAMESPACE", "prod")
     with MemVault() as c:
         assert (c.api_key, c.base_url, c.namespace) == ("mv_from_env", "http://memvault.example:9000", "prod")
+
+
+def test_no_name_shadows_a_builtin_and_the_old_names_still_resolve() -> None:
+    """`from memvault_sdk import *` must not replace Python's ConnectionError and TimeoutError;
+    code written against the pre-0.2 names still gets the same classes, with a warning."""
+    star: dict[str, Any] = {}
+    exec("from memvault_sdk import *", star)
+    assert star.get("ConnectionError", ConnectionError) is ConnectionError
+    assert star.get("TimeoutError", TimeoutError) is TimeoutError
+    assert "ConnectionError" not in vars(memvault_sdk) and "TimeoutError" not in vars(memvault_sdk)
+    with pytest.warns(DeprecationWarning, match="MemVaultConnectionError"):
+        assert memvault_sdk.ConnectionError is memvault_sdk.MemVaultConnectionError
+    with pytest.warns(DeprecationWarning, match="MemVaultTimeoutError"):
+        from memvault_sdk import TimeoutError as Old
+    assert Old is memvault_sdk.MemVaultTimeoutError
+    assert issubclass(Old, memvault_sdk.MemVaultConnectionError) and not issubclass(Old, TimeoutError)
+    with pytest.raises(AttributeError):
+        memvault_sdk.NoSuchError  # noqa: B018

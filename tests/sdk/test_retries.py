@@ -74,7 +74,7 @@ async def test_creating_an_api_key_is_not_retried_once_sent(proxied: Any, proxy:
     of the broken connection instead of getting a second key."""
     before = len(await call(proxied.keys.list()))
     proxy.add("drop", "POST", "/v1/keys")
-    with pytest.raises(memvault_sdk.ConnectionError):
+    with pytest.raises(memvault_sdk.MemVaultConnectionError):
         await call(proxied.keys.create(name="ci"))
     assert len(proxy.requests("POST", "/v1/keys")) == 1
     assert "idempotency-key" not in proxy.requests("POST", "/v1/keys")[0].headers
@@ -86,3 +86,28 @@ async def test_reads_are_retried_without_a_key(proxied: Any, proxy: FaultProxy) 
     assert (await call(proxied.search("anything"))).results == []
     seen = proxy.requests("POST", "/v1/namespaces/default/search")
     assert len(seen) == 2 and all("idempotency-key" not in s.headers for s in seen)
+
+
+async def test_a_delete_whose_answer_was_lost_reports_success(proxied: Any, proxy: FaultProxy) -> None:
+    """The server deleted the memory, then the connection broke before its 204 came back. The
+    retry carries the first attempt's Idempotency-Key, so the server replays that 204 instead of
+    answering NotFound for a memory that is gone because of this very call."""
+    m = await call(proxied.memories.create("Ana's old address"))
+    path = f"{MEMORIES}/{m.id}"
+    proxy.add("drop", "DELETE", path)
+    assert await call(proxied.memories.delete(m.id)) is None
+    one_key(proxy, "DELETE", path, attempts=2)
+    assert await items(proxied.memories.list()) == []
+
+
+async def test_an_update_whose_answer_was_lost_is_applied_once(proxied: Any, proxy: FaultProxy) -> None:
+    """A lost PATCH answer is replayed too: the caller gets the memory its update made, and the
+    history holds one update, not a second made by the retry."""
+    m = await call(proxied.memories.create("Ana lives in Porto"))
+    path = f"{MEMORIES}/{m.id}"
+    proxy.add("drop", "PATCH", path)
+    updated = await call(proxied.memories.update(m.id, content="Ana lives in Lisbon"))
+    assert updated.content == "Ana lives in Lisbon"
+    one_key(proxy, "PATCH", path, attempts=2)
+    history = await call(proxied.memories.history(updated.id))
+    assert [c.action for c in history.changes] == ["created", "updated"]

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from datetime import datetime
 
-from memvault_sdk._base import APIRequest, body, params, segment
-from memvault_sdk.pagination import AsyncPaginator, SyncPage
-from memvault_sdk.resources._resource import AsyncAPIResource, SyncAPIResource
+from memvault_sdk._request import NOTHING, APIRequest, body, params, returns, segment
+from memvault_sdk.pagination import PageData
+from memvault_sdk.resources._resource import APIResource, AsyncAPIResource, SyncAPIResource, endpoint, paginated
 from memvault_sdk.types.admin import (
     ApiKey,
     ApiKeyCreated,
@@ -17,31 +18,32 @@ from memvault_sdk.types.admin import (
 )
 
 
-class Namespaces(SyncAPIResource):
-    def create(self, name: str, *, description: str | None = None, idempotency_key: str | None = None) -> Namespace:
+class _Namespaces(APIResource):
+    @endpoint
+    def create(
+        self, name: str, *, description: str | None = None, idempotency_key: str | None = None
+    ) -> APIRequest[Namespace]:
         """Create a namespace: an isolated memory space (admin scope)."""
-        req = APIRequest(
-            "POST",
-            "/v1/namespaces",
-            json=body(NamespaceCreate, name=name, description=description),
-            idempotent_write=True,
-            idempotency_key=idempotency_key,
-        )
-        return self._call(req, Namespace)
+        payload = body(NamespaceCreate, name=name, description=description)
+        return APIRequest("POST", "/v1/namespaces", returns(Namespace), body=payload, idempotency_key=idempotency_key)
 
-    def list(self) -> list[Namespace]:
+    @endpoint
+    def list(self) -> APIRequest[builtins.list[Namespace]]:
         """Namespaces this key may use, with their memory counts."""
-        return self._call(APIRequest("GET", "/v1/namespaces"), list[Namespace])
+        return APIRequest("GET", "/v1/namespaces", returns(builtins.list[Namespace]))
 
-    def get(self, name: str) -> Namespace:
-        return self._call(APIRequest("GET", f"/v1/namespaces/{segment(name)}"), Namespace)
+    @endpoint
+    def get(self, name: str) -> APIRequest[Namespace]:
+        return APIRequest("GET", f"/v1/namespaces/{segment(name)}", returns(Namespace))
 
-    def delete(self, name: str) -> None:
+    @endpoint
+    def delete(self, name: str, *, idempotency_key: str | None = None) -> APIRequest[None]:
         """Delete a namespace and every memory in it, for good (admin scope)."""
-        self._call(APIRequest("DELETE", f"/v1/namespaces/{segment(name)}"), None)
+        return APIRequest("DELETE", f"/v1/namespaces/{segment(name)}", NOTHING, idempotency_key=idempotency_key)
 
 
-class Keys(SyncAPIResource):
+class _Keys(APIResource):
+    @endpoint
     def create(
         self,
         *,
@@ -49,7 +51,7 @@ class Keys(SyncAPIResource):
         scopes: Sequence[Scope] | None = None,
         namespaces: Sequence[str] | None = None,
         default_namespace: str | None = None,
-    ) -> ApiKeyCreated:
+    ) -> APIRequest[ApiKeyCreated]:
         """Create an API key; ``.key`` holds the secret, in this response only. Not retried once
         sent: the server keeps no copy of the secret to answer a retry with."""
         payload = body(
@@ -59,18 +61,21 @@ class Keys(SyncAPIResource):
             namespaces=list(namespaces) if namespaces is not None else None,
             default_namespace=default_namespace,
         )
-        return self._call(APIRequest("POST", "/v1/keys", json=payload, retry_safe=False), ApiKeyCreated)
+        return APIRequest("POST", "/v1/keys", returns(ApiKeyCreated), body=payload, retry="once")
 
-    def list(self) -> list[ApiKey]:
+    @endpoint
+    def list(self) -> APIRequest[builtins.list[ApiKey]]:
         """The tenant's API keys, without their secrets."""
-        return self._call(APIRequest("GET", "/v1/keys"), list[ApiKey])
+        return APIRequest("GET", "/v1/keys", returns(builtins.list[ApiKey]))
 
-    def revoke(self, key_id: str) -> ApiKey:
+    @endpoint
+    def revoke(self, key_id: str, *, idempotency_key: str | None = None) -> APIRequest[ApiKey]:
         """Revoke a key at once; revoking twice is harmless."""
-        return self._call(APIRequest("DELETE", f"/v1/keys/{segment(key_id)}"), ApiKey)
+        return APIRequest("DELETE", f"/v1/keys/{segment(key_id)}", returns(ApiKey), idempotency_key=idempotency_key)
 
 
-class Audit(SyncAPIResource):
+class _Audit(APIResource):
+    @paginated
     def list(
         self,
         *,
@@ -79,79 +84,32 @@ class Audit(SyncAPIResource):
         target_id: str | None = None,
         since: datetime | None = None,
         limit: int | None = None,
-    ) -> SyncPage[AuditEntry]:
+    ) -> APIRequest[PageData[AuditEntry]]:
         """Every write and delete in the tenant, newest first (admin scope). ``namespace`` here
         filters; it does not default to the client's namespace."""
         query = params(namespace=namespace, action=action, target_id=target_id, since=since, limit=limit)
-        return self._page(APIRequest("GET", "/v1/audit", params=query), AuditEntry)
+        return APIRequest("GET", "/v1/audit", returns(PageData[AuditEntry]), params=query)
 
 
-class AsyncNamespaces(AsyncAPIResource):
-    async def create(
-        self, name: str, *, description: str | None = None, idempotency_key: str | None = None
-    ) -> Namespace:
-        """Create a namespace: an isolated memory space (admin scope)."""
-        req = APIRequest(
-            "POST",
-            "/v1/namespaces",
-            json=body(NamespaceCreate, name=name, description=description),
-            idempotent_write=True,
-            idempotency_key=idempotency_key,
-        )
-        return await self._call(req, Namespace)
-
-    async def list(self) -> list[Namespace]:
-        """Namespaces this key may use, with their memory counts."""
-        return await self._call(APIRequest("GET", "/v1/namespaces"), list[Namespace])
-
-    async def get(self, name: str) -> Namespace:
-        return await self._call(APIRequest("GET", f"/v1/namespaces/{segment(name)}"), Namespace)
-
-    async def delete(self, name: str) -> None:
-        """Delete a namespace and every memory in it, for good (admin scope)."""
-        await self._call(APIRequest("DELETE", f"/v1/namespaces/{segment(name)}"), None)
+class Namespaces(_Namespaces, SyncAPIResource):
+    pass
 
 
-class AsyncKeys(AsyncAPIResource):
-    async def create(
-        self,
-        *,
-        name: str | None = None,
-        scopes: Sequence[Scope] | None = None,
-        namespaces: Sequence[str] | None = None,
-        default_namespace: str | None = None,
-    ) -> ApiKeyCreated:
-        """Create an API key; ``.key`` holds the secret, in this response only. Not retried once
-        sent: the server keeps no copy of the secret to answer a retry with."""
-        payload = body(
-            KeyCreate,
-            name=name,
-            scopes=list(scopes) if scopes is not None else None,
-            namespaces=list(namespaces) if namespaces is not None else None,
-            default_namespace=default_namespace,
-        )
-        return await self._call(APIRequest("POST", "/v1/keys", json=payload, retry_safe=False), ApiKeyCreated)
-
-    async def list(self) -> list[ApiKey]:
-        """The tenant's API keys, without their secrets."""
-        return await self._call(APIRequest("GET", "/v1/keys"), list[ApiKey])
-
-    async def revoke(self, key_id: str) -> ApiKey:
-        """Revoke a key at once; revoking twice is harmless."""
-        return await self._call(APIRequest("DELETE", f"/v1/keys/{segment(key_id)}"), ApiKey)
+class AsyncNamespaces(_Namespaces, AsyncAPIResource):
+    pass
 
 
-class AsyncAudit(AsyncAPIResource):
-    def list(
-        self,
-        *,
-        namespace: str | None = None,
-        action: str | None = None,
-        target_id: str | None = None,
-        since: datetime | None = None,
-        limit: int | None = None,
-    ) -> AsyncPaginator[AuditEntry]:
-        """Every write and delete in the tenant, newest first (admin scope). ``namespace`` here
-        filters; it does not default to the client's namespace."""
-        query = params(namespace=namespace, action=action, target_id=target_id, since=since, limit=limit)
-        return self._page(APIRequest("GET", "/v1/audit", params=query), AuditEntry)
+class Keys(_Keys, SyncAPIResource):
+    pass
+
+
+class AsyncKeys(_Keys, AsyncAPIResource):
+    pass
+
+
+class Audit(_Audit, SyncAPIResource):
+    pass
+
+
+class AsyncAudit(_Audit, AsyncAPIResource):
+    pass

@@ -3,14 +3,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from memvault_sdk._base import APIRequest, body
-from memvault_sdk.resources._resource import AsyncAPIResource, SyncAPIResource
+from memvault_sdk._request import APIRequest, body, returns
+from memvault_sdk.resources._resource import APIResource, AsyncAPIResource, SyncAPIResource, endpoint
 from memvault_sdk.types.context import Context, ContextParams
 from memvault_sdk.types.memories import MemoryFilters
 from memvault_sdk.types.search import Fusion, SearchParams, SearchResponse
 
 
-class Recall(SyncAPIResource):
+class _Recall(APIResource):
+    @endpoint
     def search(
         self,
         query: str,
@@ -27,7 +28,7 @@ class Recall(SyncAPIResource):
         rerank: bool | None = None,
         rewrite: bool | None = None,
         namespace: str | None = None,
-    ) -> SearchResponse:
+    ) -> APIRequest[SearchResponse]:
         """Find memories by meaning and by words. Each result has its fused ``score``, its
         ``semantic_relevance`` (cosine; what ``min_score`` filters on) and which channels found it.
         ``weights`` and ``fusion`` override the namespace's; ``neighbours`` adds the memories around
@@ -47,8 +48,10 @@ class Recall(SyncAPIResource):
             rerank=rerank,
             rewrite=rewrite,
         )
-        return self._call(APIRequest("POST", f"{self._ns(namespace)}/search", json=payload), SearchResponse)
+        path = f"{self._ns(namespace)}/search"
+        return APIRequest("POST", path, returns(SearchResponse), body=payload, retry="read")
 
+    @endpoint
     def context(
         self,
         query: str | None = None,
@@ -59,7 +62,7 @@ class Recall(SyncAPIResource):
         limit: int | None = None,
         filters: MemoryFilters | dict[str, Any] | None = None,
         namespace: str | None = None,
-    ) -> Context:
+    ) -> APIRequest[Context]:
         """A prompt-ready markdown block of what is remembered for a query and/or a session or user,
         packed by rank into ``token_budget`` tokens."""
         payload = body(
@@ -71,68 +74,13 @@ class Recall(SyncAPIResource):
             limit=limit,
             filters=filters,
         )
-        return self._call(APIRequest("POST", f"{self._ns(namespace)}/context", json=payload), Context)
+        path = f"{self._ns(namespace)}/context"
+        return APIRequest("POST", path, returns(Context), body=payload, retry="read")
 
 
-class AsyncRecall(AsyncAPIResource):
-    async def search(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        filters: MemoryFilters | dict[str, Any] | None = None,
-        min_score: float | None = None,
-        knowledge_at: datetime | None = None,
-        valid_at: datetime | None = None,
-        weights: dict[str, float] | None = None,
-        fusion: Fusion | None = None,
-        reference_time: datetime | None = None,
-        neighbours: int | None = None,
-        rerank: bool | None = None,
-        rewrite: bool | None = None,
-        namespace: str | None = None,
-    ) -> SearchResponse:
-        """Find memories by meaning and by words. Each result has its fused ``score``, its
-        ``semantic_relevance`` (cosine; what ``min_score`` filters on) and which channels found it.
-        ``weights`` and ``fusion`` override the namespace's; ``neighbours`` adds the memories around
-        each hit in its session; ``rerank`` / ``rewrite`` switch the server's second stage."""
-        payload = body(
-            SearchParams,
-            query=query,
-            limit=limit,
-            filters=filters,
-            min_score=min_score,
-            knowledge_at=knowledge_at,
-            valid_at=valid_at,
-            weights=weights,
-            fusion=fusion,
-            reference_time=reference_time,
-            neighbours=neighbours,
-            rerank=rerank,
-            rewrite=rewrite,
-        )
-        return await self._call(APIRequest("POST", f"{self._ns(namespace)}/search", json=payload), SearchResponse)
+class Recall(_Recall, SyncAPIResource):
+    pass
 
-    async def context(
-        self,
-        query: str | None = None,
-        *,
-        session_id: str | None = None,
-        user_id: str | None = None,
-        token_budget: int | None = None,
-        limit: int | None = None,
-        filters: MemoryFilters | dict[str, Any] | None = None,
-        namespace: str | None = None,
-    ) -> Context:
-        """A prompt-ready markdown block of what is remembered for a query and/or a session or user,
-        packed by rank into ``token_budget`` tokens."""
-        payload = body(
-            ContextParams,
-            query=query,
-            session_id=session_id,
-            user_id=user_id,
-            token_budget=token_budget,
-            limit=limit,
-            filters=filters,
-        )
-        return await self._call(APIRequest("POST", f"{self._ns(namespace)}/context", json=payload), Context)
+
+class AsyncRecall(_Recall, AsyncAPIResource):
+    pass

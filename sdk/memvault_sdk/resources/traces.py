@@ -2,9 +2,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memvault_sdk._base import APIRequest, body, params, segment
-from memvault_sdk.pagination import AsyncPaginator, SyncPage
-from memvault_sdk.resources._resource import AsyncAPIResource, SyncAPIResource
+from memvault_sdk._request import NOTHING, APIRequest, body, params, returns, segment
+from memvault_sdk.pagination import PageData
+from memvault_sdk.resources._resource import APIResource, AsyncAPIResource, SyncAPIResource, endpoint, paginated
 from memvault_sdk.types.traces import (
     Trace,
     TraceComplete,
@@ -18,7 +18,8 @@ from memvault_sdk.types.traces import (
 )
 
 
-class Traces(SyncAPIResource):
+class _Traces(APIResource):
+    @endpoint
     def start(
         self,
         task: str,
@@ -29,20 +30,15 @@ class Traces(SyncAPIResource):
         metadata: dict[str, Any] | None = None,
         namespace: str | None = None,
         idempotency_key: str | None = None,
-    ) -> Trace:
+    ) -> APIRequest[Trace]:
         """Start a reasoning trace for a task; record steps, then complete it."""
         payload = body(
             TraceCreate, task=task, user_id=user_id, agent_id=agent_id, session_id=session_id, metadata=metadata
         )
-        req = APIRequest(
-            "POST",
-            f"{self._ns(namespace)}/traces",
-            json=payload,
-            idempotent_write=True,
-            idempotency_key=idempotency_key,
-        )
-        return self._call(req, Trace)
+        path = f"{self._ns(namespace)}/traces"
+        return APIRequest("POST", path, returns(Trace), body=payload, idempotency_key=idempotency_key)
 
+    @endpoint
     def step(
         self,
         trace_id: str,
@@ -55,7 +51,7 @@ class Traces(SyncAPIResource):
         tool_result: Any = None,
         namespace: str | None = None,
         idempotency_key: str | None = None,
-    ) -> TraceStep:
+    ) -> APIRequest[TraceStep]:
         """Record the next step of an open trace (at least one field)."""
         payload = body(
             TraceStepCreate,
@@ -66,15 +62,10 @@ class Traces(SyncAPIResource):
             tool_args=tool_args,
             tool_result=tool_result,
         )
-        req = APIRequest(
-            "POST",
-            f"{self._ns(namespace)}/traces/{segment(trace_id)}/steps",
-            json=payload,
-            idempotent_write=True,
-            idempotency_key=idempotency_key,
-        )
-        return self._call(req, TraceStep)
+        path = f"{self._ns(namespace)}/traces/{segment(trace_id)}/steps"
+        return APIRequest("POST", path, returns(TraceStep), body=payload, idempotency_key=idempotency_key)
 
+    @endpoint
     def complete(
         self,
         trace_id: str,
@@ -83,21 +74,18 @@ class Traces(SyncAPIResource):
         success: bool,
         namespace: str | None = None,
         idempotency_key: str | None = None,
-    ) -> Trace:
+    ) -> APIRequest[Trace]:
         """Close a trace with its outcome and whether it succeeded."""
-        req = APIRequest(
-            "POST",
-            f"{self._ns(namespace)}/traces/{segment(trace_id)}/complete",
-            json=body(TraceComplete, outcome=outcome, success=success),
-            idempotent_write=True,
-            idempotency_key=idempotency_key,
-        )
-        return self._call(req, Trace)
+        payload = body(TraceComplete, outcome=outcome, success=success)
+        path = f"{self._ns(namespace)}/traces/{segment(trace_id)}/complete"
+        return APIRequest("POST", path, returns(Trace), body=payload, idempotency_key=idempotency_key)
 
-    def get(self, trace_id: str, *, namespace: str | None = None) -> TraceDetail:
+    @endpoint
+    def get(self, trace_id: str, *, namespace: str | None = None) -> APIRequest[TraceDetail]:
         """One trace with every step in order."""
-        return self._call(APIRequest("GET", f"{self._ns(namespace)}/traces/{segment(trace_id)}"), TraceDetail)
+        return APIRequest("GET", f"{self._ns(namespace)}/traces/{segment(trace_id)}", returns(TraceDetail))
 
+    @paginated
     def list(
         self,
         *,
@@ -107,11 +95,12 @@ class Traces(SyncAPIResource):
         agent_id: str | None = None,
         limit: int | None = None,
         namespace: str | None = None,
-    ) -> SyncPage[Trace]:
+    ) -> APIRequest[PageData[Trace]]:
         """Traces newest first, without their steps."""
         query = params(status=status, success=success, user_id=user_id, agent_id=agent_id, limit=limit)
-        return self._page(APIRequest("GET", f"{self._ns(namespace)}/traces", params=query), Trace)
+        return APIRequest("GET", f"{self._ns(namespace)}/traces", returns(PageData[Trace]), params=query)
 
+    @endpoint
     def search(
         self,
         query: str,
@@ -122,7 +111,7 @@ class Traces(SyncAPIResource):
         user_id: str | None = None,
         agent_id: str | None = None,
         namespace: str | None = None,
-    ) -> TraceSearchResponse:
+    ) -> APIRequest[TraceSearchResponse]:
         """Past traces for a similar task, each with its steps to replay; ``success=True`` for
         procedures that worked."""
         payload = body(
@@ -134,133 +123,21 @@ class Traces(SyncAPIResource):
             user_id=user_id,
             agent_id=agent_id,
         )
-        req = APIRequest("POST", f"{self._ns(namespace)}/traces/search", json=payload)
-        return self._call(req, TraceSearchResponse)
+        path = f"{self._ns(namespace)}/traces/search"
+        return APIRequest("POST", path, returns(TraceSearchResponse), body=payload, retry="read")
 
-    def delete(self, trace_id: str, *, namespace: str | None = None) -> None:
+    @endpoint
+    def delete(
+        self, trace_id: str, *, namespace: str | None = None, idempotency_key: str | None = None
+    ) -> APIRequest[None]:
         """Delete a trace and its steps for good."""
-        self._call(APIRequest("DELETE", f"{self._ns(namespace)}/traces/{segment(trace_id)}"), None)
+        path = f"{self._ns(namespace)}/traces/{segment(trace_id)}"
+        return APIRequest("DELETE", path, NOTHING, idempotency_key=idempotency_key)
 
 
-class AsyncTraces(AsyncAPIResource):
-    async def start(
-        self,
-        task: str,
-        *,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        session_id: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        namespace: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Trace:
-        """Start a reasoning trace for a task; record steps, then complete it."""
-        payload = body(
-            TraceCreate, task=task, user_id=user_id, agent_id=agent_id, session_id=session_id, metadata=metadata
-        )
-        req = APIRequest(
-            "POST",
-            f"{self._ns(namespace)}/traces",
-            json=payload,
-            idempotent_write=True,
-            idempotency_key=idempotency_key,
-        )
-        return await self._call(req, Trace)
+class Traces(_Traces, SyncAPIResource):
+    pass
 
-    async def step(
-        self,
-        trace_id: str,
-        *,
-        thought: str | None = None,
-        action: str | None = None,
-        observation: str | None = None,
-        tool_name: str | None = None,
-        tool_args: Any = None,
-        tool_result: Any = None,
-        namespace: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> TraceStep:
-        """Record the next step of an open trace (at least one field)."""
-        payload = body(
-            TraceStepCreate,
-            thought=thought,
-            action=action,
-            observation=observation,
-            tool_name=tool_name,
-            tool_args=tool_args,
-            tool_result=tool_result,
-        )
-        req = APIRequest(
-            "POST",
-            f"{self._ns(namespace)}/traces/{segment(trace_id)}/steps",
-            json=payload,
-            idempotent_write=True,
-            idempotency_key=idempotency_key,
-        )
-        return await self._call(req, TraceStep)
 
-    async def complete(
-        self,
-        trace_id: str,
-        *,
-        outcome: str,
-        success: bool,
-        namespace: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Trace:
-        """Close a trace with its outcome and whether it succeeded."""
-        req = APIRequest(
-            "POST",
-            f"{self._ns(namespace)}/traces/{segment(trace_id)}/complete",
-            json=body(TraceComplete, outcome=outcome, success=success),
-            idempotent_write=True,
-            idempotency_key=idempotency_key,
-        )
-        return await self._call(req, Trace)
-
-    async def get(self, trace_id: str, *, namespace: str | None = None) -> TraceDetail:
-        """One trace with every step in order."""
-        return await self._call(APIRequest("GET", f"{self._ns(namespace)}/traces/{segment(trace_id)}"), TraceDetail)
-
-    def list(
-        self,
-        *,
-        status: TraceStatus | None = None,
-        success: bool | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        limit: int | None = None,
-        namespace: str | None = None,
-    ) -> AsyncPaginator[Trace]:
-        """Traces newest first, without their steps."""
-        query = params(status=status, success=success, user_id=user_id, agent_id=agent_id, limit=limit)
-        return self._page(APIRequest("GET", f"{self._ns(namespace)}/traces", params=query), Trace)
-
-    async def search(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        success: bool | None = None,
-        status: TraceStatus | None = None,
-        user_id: str | None = None,
-        agent_id: str | None = None,
-        namespace: str | None = None,
-    ) -> TraceSearchResponse:
-        """Past traces for a similar task, each with its steps to replay; ``success=True`` for
-        procedures that worked."""
-        payload = body(
-            TraceSearchParams,
-            query=query,
-            limit=limit,
-            success=success,
-            status=status,
-            user_id=user_id,
-            agent_id=agent_id,
-        )
-        req = APIRequest("POST", f"{self._ns(namespace)}/traces/search", json=payload)
-        return await self._call(req, TraceSearchResponse)
-
-    async def delete(self, trace_id: str, *, namespace: str | None = None) -> None:
-        """Delete a trace and its steps for good."""
-        await self._call(APIRequest("DELETE", f"{self._ns(namespace)}/traces/{segment(trace_id)}"), None)
+class AsyncTraces(_Traces, AsyncAPIResource):
+    pass

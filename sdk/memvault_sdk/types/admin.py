@@ -17,12 +17,34 @@ class NamespaceCreate(Params):
     description: str | None = None
 
 
+class SearchSettings(Model):
+    """A namespace's search defaults; a search's own ``weights`` and ``fusion`` override them."""
+
+    weights: dict[str, float] | None = None
+    fusion: str | None = None
+
+
+class MaintenanceSchedule(Model):
+    """Maintenance the server runs by itself on the namespace: these ``jobs`` (reembed, dedup,
+    promote, decay) within ``budget_ms``, every ``every_minutes``."""
+
+    jobs: list[str] | None = None
+    budget_ms: int | None = None
+    every_minutes: int | None = None
+
+
+class NamespaceSettings(Model):
+    search: SearchSettings | None = None
+    maintenance: MaintenanceSchedule | None = None
+
+
 class Namespace(Model):
     id: str
     name: str
     description: str | None = None
     created_at: datetime
     memory_count: int | None = None
+    settings: NamespaceSettings = Field(default_factory=NamespaceSettings)
 
 
 class KeyCreate(Params):
@@ -76,6 +98,11 @@ class ForgetResult(Model):
     traces: int
     entities: int
     relations: int
+
+
+# One line of an export file: ``kind`` ("header", "entity", ..., "end") and that kind's fields, in
+# the server's restore format (docs/api.md, Export), which ``import_`` takes back as it is.
+ExportRecord = dict[str, Any]
 
 
 class ImportResult(Model):

@@ -26,6 +26,10 @@ class EntityUpdate(Params):
     metadata: dict[str, Any] | None = None
 
 
+class EntityLinks(Params):
+    entity_ids: list[str]
+
+
 class RelationCreate(Params):
     source_id: str
     type: str

@@ -34,6 +34,10 @@ class MemoryCreate(Params):
     valid_to: datetime | None = None
 
 
+class MemoryBatchCreate(Params):
+    memories: list[MemoryCreate]
+
+
 class MemoryUpdate(Params):
     content: str | None = None
     type: MemoryType | None = None
@@ -110,3 +114,7 @@ class MemoryHistory(Model):
     current_id: str | None = None
     versions: list[Memory]
     changes: list[MemoryChange]
+
+
+class MemoryBatch(Model):
+    memories: list[Memory]

@@ -94,7 +94,7 @@ async def get_entity(
     return await api.get_entity(p, ns, entity_id, hops=hops, valid_at=valid_at)
 
 
-@router.patch("/entities/{entity_id}")
+@router.patch("/entities/{entity_id}", dependencies=[IDEMPOTENT])
 async def update_entity(
     ns: NamespaceName, entity_id: uuid.UUID, body: EntityPatch, p: WritePrincipal, api: Api
 ) -> EntityOut:
@@ -102,7 +102,7 @@ async def update_entity(
     return await api.update_entity(p, ns, entity_id, body)
 
 
-@router.delete("/entities/{entity_id}", status_code=204)
+@router.delete("/entities/{entity_id}", status_code=204, dependencies=[IDEMPOTENT])
 async def delete_entity(ns: NamespaceName, entity_id: uuid.UUID, p: WritePrincipal, api: Api) -> Response:
     """Delete an entity, its relations and its memory links. The memories stay."""
     await api.delete_entity(p, ns, entity_id)
@@ -132,7 +132,7 @@ async def list_relations(
     )
 
 
-@router.delete("/relations/{relation_id}", status_code=204)
+@router.delete("/relations/{relation_id}", status_code=204, dependencies=[IDEMPOTENT])
 async def delete_relation(ns: NamespaceName, relation_id: uuid.UUID, p: WritePrincipal, api: Api) -> Response:
     """Delete a relation; the entities stay."""
     await api.delete_relation(p, ns, relation_id)
@@ -148,7 +148,7 @@ async def link_entities(
     return await api.link_entities(p, ns, memory_id, body.entity_ids)
 
 
-@router.delete("/memories/{memory_id}/entities/{entity_id}", status_code=204)
+@router.delete("/memories/{memory_id}/entities/{entity_id}", status_code=204, dependencies=[IDEMPOTENT])
 async def unlink_entity(
     ns: NamespaceName, memory_id: uuid.UUID, entity_id: uuid.UUID, p: WritePrincipal, api: Api
 ) -> Response:

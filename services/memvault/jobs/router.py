@@ -5,6 +5,7 @@ import uuid
 from fastapi import APIRouter, Response
 
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
+from memvault.gateway.idempotency import IDEMPOTENT
 from memvault.jobs.schemas import JobOut, JobStatus
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
@@ -17,7 +18,11 @@ async def get_job(job_id: uuid.UUID, p: ReadPrincipal, api: Api) -> JobOut:
     return await api.get_job(p, job_id)
 
 
-@router.post("/{job_id}/cancel", responses={202: {"model": JobOut, "description": "Running: asked to stop."}})
+@router.post(
+    "/{job_id}/cancel",
+    responses={202: {"model": JobOut, "description": "Running: asked to stop."}},
+    dependencies=[IDEMPOTENT],
+)
 async def cancel_job(job_id: uuid.UUID, p: WritePrincipal, api: Api, response: Response) -> JobOut:
     """Cancel a job. A queued job is `cancelled` at once and never runs (200). A running job is asked
     to stop (202, `cancel_requested_at` set): it ends `cancelled` at its next batch, keeping what

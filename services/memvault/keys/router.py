@@ -5,7 +5,7 @@ import uuid
 from fastapi import APIRouter
 
 from memvault.gateway.deps import AdminPrincipal, Api
-from memvault.gateway.idempotency import NOT_IDEMPOTENT
+from memvault.gateway.idempotency import IDEMPOTENT, NOT_IDEMPOTENT
 from memvault.keys.schemas import KeyCreated, KeyIn, KeyOut
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"])
@@ -23,7 +23,7 @@ async def list_keys(p: AdminPrincipal, api: Api) -> list[KeyOut]:
     return await api.list_keys(p)
 
 
-@router.delete("/{key_id}")
+@router.delete("/{key_id}", dependencies=[IDEMPOTENT])
 async def revoke_key(key_id: uuid.UUID, p: AdminPrincipal, api: Api) -> KeyOut:
     """Revoke a key; requests with it fail from now on."""
     return await api.revoke_key(p, key_id)

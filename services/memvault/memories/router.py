@@ -128,7 +128,7 @@ async def archive_memory(ns: NamespaceName, memory_id: uuid.UUID, p: WritePrinci
     return await api.archive_memory(p, ns, memory_id)
 
 
-@router.patch("/memories/{memory_id}")
+@router.patch("/memories/{memory_id}", dependencies=[IDEMPOTENT])
 async def update_memory(
     ns: NamespaceName, memory_id: uuid.UUID, body: MemoryPatch, p: WritePrincipal, api: Api
 ) -> MemoryOut:
@@ -136,7 +136,7 @@ async def update_memory(
     return await api.update_memory(p, ns, memory_id, body)
 
 
-@router.delete("/memories/{memory_id}", status_code=204)
+@router.delete("/memories/{memory_id}", status_code=204, dependencies=[IDEMPOTENT])
 async def delete_memory(ns: NamespaceName, memory_id: uuid.UUID, p: WritePrincipal, api: Api) -> Response:
     """Delete a memory permanently: every version, its history and its entity links."""
     await api.delete_memory(p, ns, memory_id)

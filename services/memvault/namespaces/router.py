@@ -30,14 +30,14 @@ async def get_namespace(ns: NamespaceName, p: ReadPrincipal, api: Api) -> Namesp
     return await api.get_namespace(p, ns)
 
 
-@router.patch("/{ns}")
+@router.patch("/{ns}", dependencies=[IDEMPOTENT])
 async def update_namespace(ns: NamespaceName, body: NamespacePatch, p: AdminPrincipal, api: Api) -> NamespaceOut:
     """Change the description or settings: `search` (default weights and fusion) and `maintenance`
     (periodic jobs). Each settings part given replaces that part; null clears it (admin scope)."""
     return await api.update_namespace(p, ns, body)
 
 
-@router.delete("/{ns}", status_code=204)
+@router.delete("/{ns}", status_code=204, dependencies=[IDEMPOTENT])
 async def delete_namespace(ns: NamespaceName, p: AdminPrincipal, api: Api) -> Response:
     """Delete a namespace and all of its memories, permanently (needs the admin scope)."""
     await api.delete_namespace(p, ns)

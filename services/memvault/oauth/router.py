@@ -16,7 +16,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from memvault.gateway.deps import AdminPrincipal, Api
-from memvault.gateway.idempotency import NOT_IDEMPOTENT
+from memvault.gateway.idempotency import IDEMPOTENT, NOT_IDEMPOTENT
 from memvault.oauth import clients, pages
 from memvault.oauth.authorization import ChooseAccount, ConsentInvalid, LoginFailed, RedirectError
 from memvault.oauth.errors import InvalidRequest, OAuthError
@@ -258,7 +258,7 @@ async def list_users(p: AdminPrincipal, api: Api) -> list[UserOut]:
     return await api.list_users(p)
 
 
-@users_router.post("/users/{user_id}/disable")
+@users_router.post("/users/{user_id}/disable", dependencies=[IDEMPOTENT])
 async def disable_user(user_id: uuid.UUID, p: AdminPrincipal, api: Api) -> UserOut:
     """Disable a user: no more sign-ins, and every OAuth grant they gave is revoked now."""
     return await api.disable_user(p, user_id)
@@ -270,7 +270,7 @@ async def account(p: AdminPrincipal, api: Api) -> AccountOut:
     return await api.get_account(p)
 
 
-@users_router.delete("/account/grants/{grant_id}")
+@users_router.delete("/account/grants/{grant_id}", dependencies=[IDEMPOTENT])
 async def revoke_grant(grant_id: uuid.UUID, p: AdminPrincipal, api: Api) -> GrantOut:
     """Revoke one grant: the application's tokens stop working at once."""
     return await api.revoke_grant(p, grant_id)

@@ -89,7 +89,7 @@ async def complete_trace(
     return await api.complete_trace(p, ns, trace_id, body)
 
 
-@router.delete("/traces/{trace_id}", status_code=204)
+@router.delete("/traces/{trace_id}", status_code=204, dependencies=[IDEMPOTENT])
 async def delete_trace(ns: NamespaceName, trace_id: uuid.UUID, p: WritePrincipal, api: Api) -> Response:
     """Delete a trace and all its steps, permanently."""
     await api.delete_trace(p, ns, trace_id)
