@@ -158,6 +158,10 @@ def main() -> None:
     for path, times in results.items():
         cells = [f"{statistics.median(times[s]):,.0f} ({min(times[s]):,.0f})" for s in STEPS]
         print(f"| {path} | " + " | ".join(cells) + " |")
+    for path, times in results.items():
+        print(f"\n{path}, every round (ms, in the order run):")
+        for s in STEPS:
+            print(f"- {s}: " + ", ".join(f"{ms:,.0f}" for ms in times[s]))
 
 
 if __name__ == "__main__":
