@@ -94,7 +94,7 @@ def _literal_text(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "x" for v in node.values)
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else "x" for v in node.values)
     return None
 
 
@@ -157,9 +157,10 @@ def sql_findings(source: str, *, models: bool = False) -> list[Finding]:
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
             inside_fstring.update(id(v) for v in node.values)
+    skip = prose | inside_fstring
     for node in ast.walk(tree):
         literal = _literal_text(node)
-        if literal is not None and id(node) not in prose and id(node) not in inside_fstring:
+        if isinstance(node, ast.expr) and literal is not None and id(node) not in skip:
             if is_statement(literal):
                 findings.append(Finding(node.lineno, f"SQL text {literal.strip()[:40]!r}"))
             continue
@@ -185,6 +186,8 @@ def repository_imports(source: str, module: str) -> list[Finding]:
     findings: list[Finding] = []
     package = module.rsplit(".", 1)[0]
     for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            continue
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -195,7 +198,7 @@ def repository_imports(source: str, module: str) -> list[Finding]:
                 base = f"{parent}.{base}" if base else parent
             names = [base] + [f"{base}.{a.name}" for a in node.names]
         for name in names:
-            if name.split(".")[-1] == "repository" or name.endswith(".repository"):
+            if name.rsplit(".", 1)[-1] == "repository":
                 findings.append(Finding(node.lineno, f"imports {name}"))
                 break
     return findings

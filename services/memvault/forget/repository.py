@@ -64,7 +64,7 @@ def _in_namespace(model: Any, sel: Selection) -> list[Any]:
     return [model.tenant_id == sel.tenant_id, model.namespace_id == sel.namespace_id]
 
 
-def _memories(sel: Selection) -> Select[tuple[uuid.UUID]]:
+def _memories(sel: Selection) -> Select[Any]:
     """The ids of the memories the selection names (their current and past versions alike)."""
     q = select(Memory.id).where(*_in_namespace(Memory, sel))
     if sel.by == "user_id":
