@@ -10,9 +10,9 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from joserfc.jwk import ECKey, KeySet
-from sqlalchemy import delete, select, update
 
 from memvault.db.session import Database
+from memvault.oauth import repository as repo
 from memvault.oauth.models import SigningKey
 
 ALG = "ES256"
@@ -33,7 +33,7 @@ class KeyRing:
 
     async def _load(self) -> None:
         async with self._db.unscoped() as s:
-            rows = list((await s.scalars(select(SigningKey).order_by(SigningKey.created_at.desc()))).all())
+            rows = await repo.signing_keys(s)
         self._keys = [(r, ECKey.import_key(r.private_pem, {"kid": r.kid, "alg": r.alg, "use": "sig"})) for r in rows]
         self._loaded_at = time.monotonic()
 
@@ -57,10 +57,15 @@ class KeyRing:
         pem = key.as_pem(private=True)
         async with self._db.unscoped() as s:
             now = datetime.now(UTC)
-            await s.execute(update(SigningKey).where(SigningKey.retired_at.is_(None)).values(retired_at=now))
-            s.add(SigningKey(kid=key.kid, alg=ALG, private_pem=pem.decode() if isinstance(pem, bytes) else pem))
-            # Keys retired long enough ago that no token they signed can still be valid.
-            await s.execute(delete(SigningKey).where(SigningKey.retired_at < now - self._grace))
+            await repo.rotate_signing_keys(
+                s,
+                kid=str(key.kid),
+                alg=ALG,
+                private_pem=pem.decode() if isinstance(pem, bytes) else pem,
+                now=now,
+                # Keys retired long enough ago that no token they signed can still be valid.
+                drop_retired_before=now - self._grace,
+            )
         await self._load()
         return str(key.kid)
 

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.namespaces.models import Namespace
-from memvault.oauth.models import AuthorizationCode, OAuthClient, OAuthGrant, OAuthUser, RefreshToken
+from memvault.oauth.models import AuthorizationCode, OAuthClient, OAuthGrant, OAuthUser, RefreshToken, SigningKey
 
 # ---- clients (global) ---------------------------------------------------------------------
 
@@ -52,6 +52,29 @@ async def mark_client_granted(s: AsyncSession, client_id: str) -> None:
         update(OAuthClient)
         .where(OAuthClient.client_id == client_id, OAuthClient.granted_at.is_(None))
         .values(granted_at=func.now()),
+        execution_options={"synchronize_session": False},
+    )
+
+
+# ---- signing keys (global) ------------------------------------------------------------------
+
+
+async def signing_keys(s: AsyncSession) -> list[SigningKey]:
+    """Every kept key, newest first."""
+    return list((await s.scalars(select(SigningKey).order_by(SigningKey.created_at.desc()))).all())
+
+
+async def rotate_signing_keys(
+    s: AsyncSession, *, kid: str, alg: str, private_pem: str, now: datetime, drop_retired_before: datetime
+) -> None:
+    """Retire every key, add the new one, and drop the keys retired before ``drop_retired_before``."""
+    await s.execute(
+        update(SigningKey).where(SigningKey.retired_at.is_(None)).values(retired_at=now),
+        execution_options={"synchronize_session": False},
+    )
+    await s.execute(insert(SigningKey).values(kid=kid, alg=alg, private_pem=private_pem))
+    await s.execute(
+        delete(SigningKey).where(SigningKey.retired_at < drop_retired_before),
         execution_options={"synchronize_session": False},
     )
 

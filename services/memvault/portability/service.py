@@ -13,10 +13,11 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -26,6 +27,7 @@ from memvault.facade import FacadeBase
 from memvault.fields import as_error
 from memvault.guard import SecretDetected
 from memvault.memories.service import content_hash
+from memvault.portability import repository as repo
 from memvault.portability.records import RECORDS
 from memvault.principal import Principal
 
@@ -107,25 +109,8 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "embedding_model",
     ),
 }
-TABLE = {
-    "entity": "entities",
-    "relation": "relations",
-    "session": "sessions",
-    "event": "events",
-    "memory": "memories",
-    "trace": "traces",
-}
-# Keyset order per table: stable and, for events, the conversation's own order.
-ORDER = {
-    "entity": ("created_at", "id"),
-    "relation": ("created_at", "id"),
-    "session": ("started_at", "id"),
-    "event": ("seq",),
-    "memory": ("recorded_at", "id"),
-    "trace": ("started_at", "id"),
-}
-JSONB = {"metadata", "tool_args", "tool_result"}
-STEP_COLUMNS = ("seq", "thought", "action", "observation", "tool_name", "tool_args", "tool_result", "at")
+# JSON columns whose missing value is an empty object rather than NULL.
+JSON_OBJECTS = {"metadata", "snapshot"}
 
 
 class ImportInvalid(InvalidInput):
@@ -192,34 +177,10 @@ class PortabilityOps(FacadeBase):
     async def _rows(
         self, s: AsyncSession, kind: str, tenant_id: uuid.UUID, namespace_id: uuid.UUID, embeddings: bool
     ) -> AsyncIterator[dict[str, Any]]:
-        cols = list(COLUMNS[kind])
-        order = ORDER[kind]
-        select_cols = ", ".join(cols + [c for c in order if c not in cols])
-        if embeddings and kind in ("memory", "trace"):
-            select_cols += ", embedding::text AS embedding"
-        after: tuple[Any, ...] | None = None
-        while True:
-            keyset = ""
-            params: dict[str, Any] = {"t": tenant_id, "n": namespace_id, "lim": PAGE}
-            if after is not None:
-                keyset = f"AND ({', '.join(order)}) > ({', '.join(f':k{i}' for i in range(len(order)))})"
-                params |= {f"k{i}": v for i, v in enumerate(after)}
-            rows = (
-                (
-                    await s.execute(
-                        text(
-                            f"SELECT {select_cols} FROM {TABLE[kind]} WHERE tenant_id = :t AND namespace_id = :n "
-                            f"{keyset} ORDER BY {', '.join(order)} LIMIT :lim"
-                        ),
-                        params,
-                    )
-                )
-                .mappings()
-                .all()
-            )
-            if not rows:
-                return
-            extras = await self._extras(s, kind, tenant_id, [r["id"] for r in rows])
+        cols = COLUMNS[kind]
+        pages = repo.pages(s, kind, tenant_id, namespace_id, cols, embeddings=embeddings, size=PAGE)
+        async for rows in pages:
+            extras = await _extras(s, kind, tenant_id, [r["id"] for r in rows])
             for r in rows:
                 out = {c: r[c] for c in cols}
                 if "embedding" in r and r["embedding"] is not None:
@@ -231,41 +192,6 @@ class PortabilityOps(FacadeBase):
                 if kind == "trace":
                     out.setdefault("steps", [])
                 yield out
-            after = tuple(rows[-1][c] for c in order)
-
-    async def _extras(
-        self, s: AsyncSession, kind: str, tenant_id: uuid.UUID, ids: list[Any]
-    ) -> dict[Any, dict[str, Any]]:
-        extras: dict[Any, dict[str, Any]] = {}
-        if kind == "memory":
-            links = await s.execute(
-                text("SELECT memory_id, entity_id FROM memory_entities WHERE tenant_id = :t AND memory_id = ANY(:ids)"),
-                {"t": tenant_id, "ids": ids},
-            )
-            for mid, eid in links.all():
-                extras.setdefault(mid, {}).setdefault("entity_ids", []).append(eid)
-            history = await s.execute(
-                text(
-                    "SELECT memory_id, action, actor, at, changed_fields, snapshot FROM memory_history "
-                    "WHERE tenant_id = :t AND memory_id = ANY(:ids) ORDER BY id"
-                ),
-                {"t": tenant_id, "ids": ids},
-            )
-            for h in history.mappings().all():
-                entry = {k: h[k] for k in ("action", "actor", "at", "changed_fields", "snapshot")}
-                extras.setdefault(h["memory_id"], {}).setdefault("history", []).append(_jsonable_dict(entry))
-        elif kind == "trace":
-            steps = await s.execute(
-                text(
-                    f"SELECT trace_id, {', '.join(STEP_COLUMNS)} FROM trace_steps "
-                    "WHERE tenant_id = :t AND trace_id = ANY(:ids) ORDER BY trace_id, seq"
-                ),
-                {"t": tenant_id, "ids": ids},
-            )
-            for st in steps.mappings().all():
-                step = _jsonable_dict({k: st[k] for k in STEP_COLUMNS})
-                extras.setdefault(st["trace_id"], {}).setdefault("steps", []).append(step)
-        return extras
 
     # ---- import ---------------------------------------------------------------------------
 
@@ -321,6 +247,22 @@ class PortabilityOps(FacadeBase):
 
 def _jsonable_dict(d: dict[str, Any]) -> dict[str, Any]:
     return {k: _jsonable(v) for k, v in d.items()}
+
+
+async def _extras(s: AsyncSession, kind: str, tenant_id: uuid.UUID, ids: list[Any]) -> dict[Any, dict[str, Any]]:
+    """What a page of memories or traces carries beside its rows: entity links and history, steps."""
+    extras: dict[Any, dict[str, Any]] = {}
+    if kind == "memory":
+        for mid, eid in await repo.memory_links(s, tenant_id, ids):
+            extras.setdefault(mid, {}).setdefault("entity_ids", []).append(eid)
+        for h in await repo.memory_history(s, tenant_id, ids):
+            entry = _jsonable_dict({k: h[k] for k in repo.HISTORY_COLUMNS})
+            extras.setdefault(h["memory_id"], {}).setdefault("history", []).append(entry)
+    elif kind == "trace":
+        for st in await repo.trace_steps(s, tenant_id, ids):
+            step = _jsonable_dict({k: st[k] for k in repo.STEP_COLUMNS})
+            extras.setdefault(st["trace_id"], {}).setdefault("steps", []).append(step)
+    return extras
 
 
 def _parse(lines: list[str]) -> list[tuple[int, str, dict[str, Any]]]:
@@ -443,16 +385,13 @@ async def _restore(
         return new_id.setdefault(str(old), uuid.uuid4())
 
     counts: dict[str, int] = {}
-    base = {"t": tenant_id, "n": namespace_id}
+    rows: list[tuple[str, dict[str, Any]]] = []
+    steps: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
     history: list[dict[str, Any]] = []
     for i, (kind, r) in enumerate(records):
         counts[kind] = counts.get(kind, 0) + 1
-        cols = [c for c in COLUMNS[kind] if c in r]
-        values = {c: r[c] for c in cols}
-        for c in cols:
-            if c in JSONB or c == "snapshot":
-                values[c] = json.dumps(r[c] if r[c] is not None else {})
+        values = {c: _column_value(c, r[c]) for c in COLUMNS[kind] if c in r}
         if kind != "session":
             values["id"] = remap(r["id"])
         if kind == "relation":
@@ -462,50 +401,37 @@ async def _restore(
             values["supersedes"] = remap(r.get("supersedes"))
             values["source_event_ids"] = [remap(e) for e in r.get("source_event_ids") or []]
         if kind in ("memory", "trace"):
-            values["embedding"] = str(vectors[i])
-            cols = [*cols, "embedding"]
-        names = ", ".join(["tenant_id", "namespace_id", *cols])
-        params = ", ".join([":t", ":n", *(_param(c) for c in cols)])
-        await s.execute(text(f"INSERT INTO {TABLE[kind]} ({names}) VALUES ({params})"), {**base, **values})
+            values["embedding"] = vectors[i]
+        rows.append((kind, {"tenant_id": tenant_id, "namespace_id": namespace_id, **values}))
         if kind == "memory":
-            links += [{"t": tenant_id, "m": values["id"], "e": remap(e)} for e in r.get("entity_ids") or []]
+            links += [
+                {"tenant_id": tenant_id, "memory_id": values["id"], "entity_id": remap(e)}
+                for e in r.get("entity_ids") or []
+            ]
             history += [
                 {
-                    "t": tenant_id,
-                    "m": values["id"],
+                    "tenant_id": tenant_id,
+                    "memory_id": values["id"],
                     "action": h["action"],
                     "actor": h["actor"],
-                    "at": h["at"],
+                    "at": _column_value("at", h["at"]),
                     "changed_fields": h.get("changed_fields") or [],
-                    "snapshot": json.dumps(_remap_snapshot(h.get("snapshot") or {}, remap)),
+                    "snapshot": _remap_snapshot(h.get("snapshot") or {}, remap),
                 }
                 for h in r.get("history") or []
             ]
         if kind == "trace":
             for st in r.get("steps") or []:
-                step = {c: st.get(c) for c in STEP_COLUMNS}
-                step["at"] = step["at"] or values.get("started_at") or datetime.now(UTC).isoformat()
-                for c in ("tool_args", "tool_result"):
-                    step[c] = None if step[c] is None else json.dumps(step[c])
-                await s.execute(
-                    text(
-                        f"INSERT INTO trace_steps (tenant_id, trace_id, {', '.join(STEP_COLUMNS)}) VALUES "
-                        f"(:t, :trace, {', '.join(_param(c) for c in STEP_COLUMNS)})"
-                    ),
-                    {"t": tenant_id, "trace": values["id"], **step},
-                )
-    if links:
-        await s.execute(
-            text("INSERT INTO memory_entities (tenant_id, memory_id, entity_id) VALUES (:t, :m, :e)"), links
-        )
-    if history:
-        await s.execute(
-            text(
-                "INSERT INTO memory_history (tenant_id, memory_id, action, actor, at, changed_fields, snapshot) "
-                "VALUES (:t, :m, :action, :actor, CAST(:at AS timestamptz), :changed_fields, CAST(:snapshot AS jsonb))"
-            ),
-            history,
-        )
+                step = {c: _column_value(c, st.get(c)) for c in repo.STEP_COLUMNS}
+                step["at"] = step["at"] or values.get("started_at") or datetime.now(UTC)
+                steps.append({"tenant_id": tenant_id, "trace_id": values["id"], **step})
+    # In the file's order, a run of one kind at a time: a reference to an earlier record of
+    # another kind (a relation's entities) is met as it was when each row went in alone.
+    for kind, run in groupby(rows, key=itemgetter(0)):
+        await repo.insert_records(s, kind, [row for _, row in run])
+    await repo.insert_steps(s, steps)
+    await repo.insert_links(s, links)
+    await repo.insert_history(s, history)
     return counts
 
 
@@ -534,11 +460,10 @@ TIMESTAMPS = {
 }
 
 
-def _param(col: str) -> str:
-    if col in JSONB or col == "snapshot":
-        return f"CAST(:{col} AS jsonb)"
-    if col in TIMESTAMPS:
-        return f"CAST(:{col} AS timestamptz)"
-    if col == "embedding":
-        return "CAST(:embedding AS vector)"
-    return f":{col}"
+def _column_value(col: str, value: Any) -> Any:
+    """A checked record's JSON value as its column takes it."""
+    if col in JSON_OBJECTS:
+        return {} if value is None else value
+    if col in TIMESTAMPS and isinstance(value, str):
+        return datetime.fromisoformat(value)
+    return value

@@ -1,0 +1,172 @@
+"""Portability's statements: a namespace's rows read page by page for an export, and restored in
+batches for an import. Every read filters by tenant (and namespace, where the table has one); row-
+level security is the second lock."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from sqlalchemy import RowMapping, Table, Text, cast, insert, select, tuple_
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvault.entities.models import Entity, MemoryEntity, Relation
+from memvault.events.models import ChatSession, Event
+from memvault.memories.models import Memory, MemoryHistoryEntry
+from memvault.traces.models import Trace, TraceStep
+
+TABLES: dict[str, Table] = {
+    "entity": Entity.__table__,  # type: ignore[dict-item]
+    "relation": Relation.__table__,  # type: ignore[dict-item]
+    "session": ChatSession.__table__,  # type: ignore[dict-item]
+    "event": Event.__table__,  # type: ignore[dict-item]
+    "memory": Memory.__table__,  # type: ignore[dict-item]
+    "trace": Trace.__table__,  # type: ignore[dict-item]
+}
+# Keyset order per table: stable and, for events, the conversation's own order.
+ORDER: dict[str, tuple[str, ...]] = {
+    "entity": ("created_at", "id"),
+    "relation": ("created_at", "id"),
+    "session": ("started_at", "id"),
+    "event": ("seq",),
+    "memory": ("recorded_at", "id"),
+    "trace": ("started_at", "id"),
+}
+STEP_COLUMNS = ("seq", "thought", "action", "observation", "tool_name", "tool_args", "tool_result", "at")
+HISTORY_COLUMNS = ("action", "actor", "at", "changed_fields", "snapshot")
+
+# Rows per INSERT round trip (one executemany): large enough that an import is a few round trips
+# per table, small enough to bound what one statement holds.
+CHUNK = 1000
+
+_STEPS: Table = TraceStep.__table__  # type: ignore[assignment]
+_HISTORY: Table = MemoryHistoryEntry.__table__  # type: ignore[assignment]
+_LINKS: Table = MemoryEntity.__table__  # type: ignore[assignment]
+# Every table an import writes.
+WRITTEN: tuple[Table, ...] = (*TABLES.values(), _STEPS, _HISTORY, _LINKS)
+
+
+# ---- export ---------------------------------------------------------------------------------
+
+
+async def pages(
+    s: AsyncSession,
+    kind: str,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    columns: Sequence[str],
+    *,
+    embeddings: bool,
+    size: int,
+) -> AsyncIterator[Sequence[RowMapping]]:
+    """A namespace's rows of one kind, ``size`` at a time in keyset order: ``columns``, the order's
+    columns, and (``embeddings``, for a table that has them) each vector as text."""
+    table = TABLES[kind]
+    order = [table.c[c] for c in ORDER[kind]]
+    picked: list[Any] = [table.c[c] for c in dict.fromkeys([*columns, *ORDER[kind]])]
+    if embeddings and "embedding" in table.c:
+        picked.append(cast(table.c.embedding, Text).label("embedding"))
+    first = (
+        select(*picked)
+        .where(table.c.tenant_id == tenant_id, table.c.namespace_id == namespace_id)
+        .order_by(*order)
+        .limit(size)
+    )
+    after: tuple[Any, ...] | None = None
+    while True:
+        stmt = first if after is None else first.where(tuple_(*order) > tuple_(*after))
+        rows = (await s.execute(stmt)).mappings().all()
+        if not rows:
+            return
+        yield rows
+        after = tuple(rows[-1][c] for c in ORDER[kind])
+
+
+async def memory_links(s: AsyncSession, tenant_id: uuid.UUID, memory_ids: Sequence[uuid.UUID]) -> list[tuple[Any, Any]]:
+    """(memory id, entity id) for each link of these memories."""
+    stmt = select(MemoryEntity.memory_id, MemoryEntity.entity_id).where(
+        MemoryEntity.tenant_id == tenant_id, MemoryEntity.memory_id.in_(list(memory_ids))
+    )
+    return [(m, e) for m, e in (await s.execute(stmt)).all()]
+
+
+async def memory_history(
+    s: AsyncSession, tenant_id: uuid.UUID, memory_ids: Sequence[uuid.UUID]
+) -> Sequence[RowMapping]:
+    """These memories' history entries, oldest first: ``memory_id`` and ``HISTORY_COLUMNS``."""
+    h = _HISTORY.c
+    stmt = (
+        select(h.memory_id, *(h[c] for c in HISTORY_COLUMNS))
+        .where(h.tenant_id == tenant_id, h.memory_id.in_(list(memory_ids)))
+        .order_by(h.id)
+    )
+    return (await s.execute(stmt)).mappings().all()
+
+
+async def trace_steps(s: AsyncSession, tenant_id: uuid.UUID, trace_ids: Sequence[uuid.UUID]) -> Sequence[RowMapping]:
+    """These traces' steps in order: ``trace_id`` and ``STEP_COLUMNS``."""
+    t = _STEPS.c
+    stmt = (
+        select(t.trace_id, *(t[c] for c in STEP_COLUMNS))
+        .where(t.tenant_id == tenant_id, t.trace_id.in_(list(trace_ids)))
+        .order_by(t.trace_id, t.seq)
+    )
+    return (await s.execute(stmt)).mappings().all()
+
+
+# ---- import ---------------------------------------------------------------------------------
+
+
+def null_when_left_out(table: Table) -> frozenset[str]:
+    """The columns a row may leave out that the table declares no default for: NULL either way."""
+    return frozenset(
+        c.name
+        for c in table.c
+        if c.nullable and c.server_default is None and c.default is None and c.computed is None and c.identity is None
+    )
+
+
+def _runs(table: Table, rows: Sequence[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The rows in order, as runs that one executemany can take (every row of a run names the same
+    columns). A column a row leaves out that has no default in the table is given as NULL, which is
+    what leaving it out means; one that has a default stays out, and starts a new run."""
+    nullable = null_when_left_out(table)
+    run: list[dict[str, Any]] = []
+    names: frozenset[str] = frozenset()
+    for row in rows:
+        full = {**dict.fromkeys(nullable - row.keys()), **row}
+        if run and frozenset(full) != names:
+            yield run
+            run = []
+        names = frozenset(full)
+        run.append(full)
+    if run:
+        yield run
+
+
+async def _insert(s: AsyncSession, table: Table, rows: Sequence[dict[str, Any]]) -> None:
+    for run in _runs(table, rows):
+        for start in range(0, len(run), CHUNK):
+            await s.execute(insert(table), run[start : start + CHUNK])
+
+
+async def insert_records(s: AsyncSession, kind: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert rows of one kind in the order given, in batches. Each row maps column names to
+    values, ``tenant_id`` and ``namespace_id`` included."""
+    await _insert(s, TABLES[kind], rows)
+
+
+async def insert_steps(s: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
+    """Trace steps: ``tenant_id``, ``trace_id`` and ``STEP_COLUMNS`` each."""
+    await _insert(s, _STEPS, rows)
+
+
+async def insert_links(s: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
+    """Memory-entity links: ``tenant_id``, ``memory_id``, ``entity_id`` each."""
+    await _insert(s, _LINKS, rows)
+
+
+async def insert_history(s: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
+    """History entries: ``tenant_id``, ``memory_id`` and ``HISTORY_COLUMNS`` each."""
+    await _insert(s, _HISTORY, rows)
