@@ -31,9 +31,6 @@ KNOWN_EXCEPTIONS: dict[str, str] = {
     "retrieval/hybrid.py": "the search statement, being split into retrieval/sql/ (issue 29, item 1)",
     "retrieval/lexical.py": "term statistics statements, moving into retrieval/sql/ (issue 29, item 1)",
     "retrieval/chain.py": "the scope-chain size probe, moving into retrieval/sql/ (issue 29, item 1)",
-    # issue 29, item 3: namespaces move out of the facade; tenant creation to the operator module.
-    "api.py": "update_namespace flushes the namespace row itself; moving to namespaces/ (issue 29, item 3)",
-    "tenants/service.py": "tenant creation on the owner connection, moving to the operator module (issue 29)",
 }
 
 # ---- the detector -----------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The operator's paths: everything done as the database's owner role, which bypasses row-level
 security. Migrating, creating a tenant (none exists yet to scope the transaction to), finding a
 tenant by name for the CLI and the stdio bridge, and the two sweeps that list ids across tenants
-(orphaned jobs, due maintenance). Nothing else opens an owner session or connection (forget's
-erasure still does, for now: see forget/service.py).
+(orphaned jobs, due maintenance), and the VACUUM after a hard forget. Nothing else opens an owner
+session or connection.
 
 Each function here reads or writes as little as it can: cross-tenant reads return ids only, and
 the work on them then runs inside each tenant's own RLS-bound transaction.
@@ -18,6 +18,7 @@ from memvault.db import migrate
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.facade import FacadeBase
+from memvault.forget import repository as forget_repo
 from memvault.jobs import repository as jobs_repo
 from memvault.maintenance import repository as maintenance_repo
 from memvault.runtime import database_urls
@@ -50,6 +51,13 @@ async def bootstrap(db: Database, settings: Settings) -> tenants.NewTenant | Non
         if await tenants.count(s) > 0:
             return None
         return await tenants.create(s, settings.bootstrap_tenant, actor="bootstrap")
+
+
+async def vacuum_erased(db: Database) -> None:
+    """Drop a hard forget's erased rows from the tables' indexes now, not at the next autovacuum.
+    As the owner (the app role owns no table) and outside any transaction, as VACUUM requires."""
+    async with db.owner_engine.connect() as conn:
+        await forget_repo.vacuum(await conn.execution_options(isolation_level="AUTOCOMMIT"))
 
 
 async def find_tenant(db: Database, name: str) -> Tenant | None:

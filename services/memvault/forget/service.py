@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import logging
 
+from memvault import operator
 from memvault.audit import repository as audit
 from memvault.errors import NotFound
 from memvault.facade import FacadeBase
@@ -78,8 +79,7 @@ class ForgetOps(FacadeBase):
         """Drop the erased rows from the tables' indexes now, not at the next autovacuum. Runs as
         the owner (the app role owns no table) outside any transaction, after the commit."""
         try:
-            async with self._db.owner_engine.connect() as conn:
-                await repo.vacuum(await conn.execution_options(isolation_level="AUTOCOMMIT"))
+            await operator.vacuum_erased(self._db)
         except Exception:  # the erase is committed; a failed clean-up only delays index cleaning
             log.warning("vacuum after hard forget failed", exc_info=True)
 

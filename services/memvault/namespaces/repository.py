@@ -45,6 +45,12 @@ async def list_with_counts(
     return [(ns, n) for ns, n in (await s.execute(stmt)).all()]
 
 
+async def save(s: AsyncSession, ns: Namespace) -> None:
+    """Write the changes made to a loaded namespace now, so what follows in the transaction (the
+    audit entry, the count) runs after them."""
+    await s.flush()
+
+
 async def count_memories(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> int:
     stmt = select(func.count()).where(Memory.tenant_id == tenant_id, Memory.namespace_id == namespace_id)
     return int(await s.scalar(stmt) or 0)

@@ -65,7 +65,7 @@ class NamespaceOps(FacadeBase):
                     else:
                         merged[part] = value.model_dump(mode="json", exclude_none=True)
                 ns.settings = merged
-            await tx.session.flush()
+            await ns_repo.save(tx.session, ns)
             await self._audit(
                 tx,
                 p,
