@@ -88,8 +88,9 @@ async def busy(fresh: LocalEmbedder, session: CountingSession, text: str) -> asy
 
 
 async def queued(fresh: LocalEmbedder, n: int) -> None:
-    while fresh._queries.waiting < n:
-        await asyncio.sleep(0)
+    """Let the tasks just made start: each is waiting for the session by its first await."""
+    await asyncio.sleep(0)
+    assert fresh._queries.waiting == n
 
 
 class TestSameVectors:
