@@ -17,8 +17,12 @@ import argparse
 import asyncio
 import itertools
 import time
+from typing import TYPE_CHECKING
 
 from harness import MODEL, pct
+
+if TYPE_CHECKING:
+    from memvault.embeddings.base import Embedder
 
 SUBJECTS = ["Caroline", "the user", "Melanie", "the staging database", "the quarterly report", "Ana"]
 ASKS = [
@@ -30,14 +34,14 @@ ASKS = [
 ]
 
 
-async def measure(embedder: object, queries: itertools.count[int], calls: int, concurrency: int) -> dict[str, float]:
+async def measure(embedder: Embedder, queries: itertools.count[int], calls: int, concurrency: int) -> dict[str, float]:
     texts = (ASKS[n % len(ASKS)].format(s=SUBJECTS[n % len(SUBJECTS)], n=n) for n in queries)
     times: list[float] = []
 
     async def caller() -> None:
         for text in texts:  # a shared generator: each caller takes the next new text
             started = time.perf_counter()
-            await embedder.embed_query(text)  # type: ignore[attr-defined]
+            await embedder.embed_query(text)
             times.append((time.perf_counter() - started) * 1000)
             if len(times) >= calls:
                 return
