@@ -3,7 +3,8 @@
 The model is loaded with sentence-transformers (torch) and, with ``runtime="onnx"`` (the
 default), also exported once to ONNX, which ONNX Runtime runs for every single text: for one
 short query that is 3-4x faster than torch here (docs/benchmarks.md), and a search waits for
-exactly that. Batches stay on torch. The tokenizer and
+exactly that. Single texts that arrive while the session is busy run together as one batch when
+it is free (embeddings/microbatch.py). Batches stay on torch. The tokenizer and
 the pooling stay sentence-transformers' own, so both runtimes give the same vectors (cosine
 1.0 to within 1e-6, tests/embeddings). A model whose modules the ONNX path does not cover (only
 a transformer, mean pooling and normalisation are) stays on torch, and says so in the log.
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from memvault.embeddings.base import QueryCache
+from memvault.embeddings.microbatch import MicroBatcher
 from memvault.embeddings.turns import FairTurns
 
 log = logging.getLogger(__name__)
@@ -171,11 +173,11 @@ class LocalEmbedder:
         # One inference at a time on torch: it already uses every core for a batch, and two
         # concurrent batches on 2 cores only thrash. Calls take fair turns of at most
         # ``slice_tokens`` (rows times padded width) each, so no tenant waits behind another's
-        # whole import. Queries on ONNX Runtime take turns of their own instead: a search must not
-        # wait even one slice.
+        # whole import. Queries on ONNX Runtime are batched on their own instead: a search must
+        # not wait even one slice.
         self._slice_tokens = slice_tokens
         self._turns = FairTurns()
-        self._query_lock = asyncio.Lock()
+        self._queries = MicroBatcher(self._encode_queries)
 
     @property
     def runtime(self) -> Runtime:
@@ -275,9 +277,12 @@ class LocalEmbedder:
         os.replace(partial, target)
         log.info("exported embedding model %s to %s", self.model_id, target)
 
+    def _encode_queries(self, texts: list[str]) -> list[list[float]]:
+        return self._encode_single(texts, self._query_input)
+
     def _encode_single(self, texts: list[str], tokenizer: Any) -> list[list[float]]:
-        """One text on ONNX Runtime, tokenized by ``tokenizer`` (the model, or the session's own
-        input module)."""
+        """Single texts on ONNX Runtime in one run, padded to the longest, tokenized by
+        ``tokenizer`` (the model, or the session's own input module)."""
         import numpy as np
 
         features = {k: v.numpy() for k, v in _features(tokenizer, texts).items()}
@@ -295,8 +300,7 @@ class LocalEmbedder:
         if self._model is None:
             await asyncio.to_thread(self.load)
         if len(texts) == 1 and self._query_input is not None:
-            async with self._query_lock:
-                return await asyncio.to_thread(self._encode_single, list(texts), self._query_input)
+            return [await self._queries.embed(texts[0])]
         # A call that names no tenant takes turns as a tenant of its own.
         owner = tenant if tenant is not None else object()
         vectors: list[list[float]] = [[] for _ in texts]
