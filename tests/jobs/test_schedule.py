@@ -225,6 +225,7 @@ class TestWithRedis:
         assert await live_contents(api, tenant_b) == sorted(DUPLICATES)
 
 
+@pytest.mark.slow  # a `memvault serve` process
 class TestInProcess:
     async def test_serve_without_redis_runs_schedules_itself(
         self,

@@ -222,6 +222,7 @@ class TestReferencesAndDuplicates:
         problem(await import_(client, tenant_a, records), 409, "import_conflict")
 
 
+@pytest.mark.slow  # imports every field of every record with odd values
 class TestNeverA500:
     async def test_every_field_of_every_record_with_odd_values(
         self, client: httpx.AsyncClient, tenant_a: Tenant
