@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -27,7 +28,22 @@ from memvault.db.urls import DatabaseUrls, resolve
 from memvault.embeddings.local import LocalEmbedder
 from memvault.principal import Principal
 
-REDIS_URL = os.environ.get("MEMVAULT_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+def _redis_url() -> str:
+    """The Redis database of this test process: MEMVAULT_TEST_REDIS_URL's (default 15, the last of
+    Redis's 16), or under pytest-xdist the database after it per worker (gw0 takes the named one, gw1
+    the next, ...): each worker flushes its own database before every test. With no URL given the
+    workers count down from 15 instead, so `-n 2` uses 14 and 15."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    given = os.environ.get("MEMVAULT_TEST_REDIS_URL")
+    if given is None:
+        workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        return f"redis://127.0.0.1:6379/{16 - workers + worker}"
+    parts = urlsplit(given)
+    return urlunsplit(parts._replace(path=f"/{int(parts.path.strip('/') or 0) + worker}"))
+
+
+REDIS_URL = _redis_url()
 
 
 @pytest.fixture(scope="session")

@@ -35,3 +35,31 @@ class TestReadme:
         known = set(admin._subparsers._group_actions[0].choices)
         for cmd in re.findall(r"memvault admin ([a-z-]+)", readme):
             assert cmd in known, cmd
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's heading anchors: lowercased, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    slugs = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", text, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        slugs.add(slug)
+    return slugs
+
+
+class TestLinks:
+    def test_every_relative_link_and_anchor_resolves(self) -> None:
+        """Moving a section (docs/benchmarks.md into its journal) must not leave a dead link."""
+        broken = []
+        for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+            text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+            for target in re.findall(r"\]\(([^)\s]+)\)", text):
+                if re.match(r"[a-z]+:", target):
+                    continue
+                path, _, anchor = target.partition("#")
+                linked = (page.parent / path).resolve() if path else page
+                dead_anchor = bool(anchor) and linked.suffix == ".md" and linked.exists()
+                dead_anchor = dead_anchor and anchor not in _anchors(linked.read_text())
+                if not linked.exists() or dead_anchor:
+                    broken.append(f"{page.name}: {target}")
+        assert broken == []

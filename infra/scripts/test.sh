@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything the test suite needs (redis-server included), start Redis if nothing answers
-# on 127.0.0.1:6379, lint, and run the whole suite, fault-injection tests included (marker
+# on 127.0.0.1:6379, lint, type-check, and run the whole suite, fault-injection tests included (marker
 # `faults`). Extra arguments go to pytest.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 install_memvault dev
@@ -32,4 +32,6 @@ if ! redis_up; then
 fi
 
 "$VENV/bin/ruff" check services tests loadtests sdk
+# Types of services/ and sdk/, configured in pyproject.toml ([tool.mypy]: strict where it passes).
+"$VENV/bin/mypy"
 "$VENV/bin/python" -m pytest "$@"

@@ -30,6 +30,9 @@ import pytest
 
 from memvault.db.urls import DatabaseUrls
 
+# Every test runs the `memvault` console script in a process of its own (imports torch each time).
+pytestmark = pytest.mark.slow
+
 MEMVAULT = Path(sys.executable).with_name("memvault")
 
 

@@ -153,6 +153,7 @@ def files(folder: Path) -> list[Path]:
 LONG = "The quarterly tax report is due next Tuesday and the accountant wants the receipts. " * 40
 
 
+@pytest.mark.slow  # exports the model to ONNX
 class TestOnnxRuntime:
     """Single texts (search queries) run on ONNX Runtime, exported from the model on first load;
     batches stay on torch. Both must give the same vectors, or stored memories and queries would

@@ -337,6 +337,7 @@ async def store_memories(client: httpx.AsyncClient, tenant: Tenant) -> None:
         assert r.status_code == 201, r.text
 
 
+@pytest.mark.slow  # an app of its own per test, with a failing provider
 class TestSearchWithoutEmbeddings:
     async def test_results_still_come_back_by_words(
         self, client: httpx.AsyncClient, failing_client: httpx.AsyncClient, tenant_a: Tenant
@@ -432,6 +433,7 @@ class TestSearchWithoutEmbeddings:
         assert r.json()["results"] == []
 
 
+@pytest.mark.slow  # an app of its own per test, with a failing provider
 class TestWritesWithoutEmbeddings:
     async def _count(self, client: httpx.AsyncClient, tenant: Tenant) -> int:
         r = await client.get(f"/v1/namespaces/{tenant.namespace}/memories", headers=tenant.headers)

@@ -65,6 +65,7 @@ class TestFairness:
         assert a1.result() == a2.result() == b.result()
 
 
+@pytest.mark.slow  # loads a second copy of the model and embeds long texts
 class TestSameVectors:
     async def test_vectors_are_bit_for_bit_those_of_sentence_transformers_batches(
         self, embedder: LocalEmbedder

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
 from memvault.api import NamespaceAPI
 from memvault.app import create_app
 from memvault.config import Settings
@@ -16,6 +18,9 @@ from memvault.memories.schemas import MemoryIn
 from memvault.retrieval.hybrid import _statement
 from memvault.retrieval.schemas import SearchIn
 from tests.conftest import Tenant, running
+
+# Starts and stops the whole app, and walks the garbage collector's objects.
+pytestmark = pytest.mark.slow
 
 
 async def test_what_is_loaded_at_start_is_frozen_until_shutdown(

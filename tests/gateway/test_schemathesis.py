@@ -39,6 +39,9 @@ from memvault.embeddings.local import LocalEmbedder
 from tests.conftest import Tenant, make_tenant
 from tests.servers import served_on_thread
 
+# Generated requests for every operation, against uvicorn: minutes, not seconds.
+pytestmark = pytest.mark.slow
+
 SEED = 27
 # Per operation and generation mode (data that fits the schema, data that does not). With the
 # coverage phase's boundary cases, a few thousand requests: 1 min 43 s to 4 min on a 2-core

@@ -18,6 +18,9 @@ from memvault.embeddings.local import LocalEmbedder
 from tests.conftest import Tenant, running
 from tests.servers import served
 
+# Trickles bodies over real sockets and waits out the server's read timeouts.
+pytestmark = pytest.mark.slow
+
 TIMEOUT_S = 1.5
 
 

@@ -198,6 +198,7 @@ class TestStructure:
         assert initdb and (ROOT / initdb[0][0]).resolve() == INITDB
 
 
+@pytest.mark.slow  # runs docker-compose where installed
 class TestDockerCompose:
     def test_docker_compose_accepts_the_file(self) -> None:
         binary = shutil.which("docker-compose")
@@ -375,6 +376,7 @@ def socket_url(socket_dir: str, user: str, password: str) -> str:
     return f"postgresql://{user}:{quote(password, safe='')}@/memvault?host={socket_dir}"
 
 
+@pytest.mark.slow  # an embedded PostgreSQL of its own, initdb scripts run by bash
 class TestInitdb:
     """The postgres image's first-start script against an embedded PostgreSQL, then the real
     migration as the non-superuser owner and a password login as the app role."""

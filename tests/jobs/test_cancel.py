@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import redis
 from rq import Queue
 from rq.job import Job as RQJob
@@ -139,6 +140,7 @@ class TestCancelQueued:
         assert (await client.get(f"/v1/jobs/{job_id}", headers=tenant_a.headers)).json()["status"] == "queued"
 
 
+@pytest.mark.slow  # a real `memvault worker` process
 class TestCancelRunning:
     async def test_a_worker_stops_a_running_organize_between_batches(
         self,

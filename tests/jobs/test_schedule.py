@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import redis
 from rq import Queue
 from rq.cron import get_cron_job_ids
@@ -175,6 +176,7 @@ class TestTick:
             assert len(await live_contents(api, t)) == 1  # merged
 
 
+@pytest.mark.slow  # real `memvault scheduler` and `memvault worker` processes
 class TestWithRedis:
     async def test_rq_cron_in_memvault_scheduler_runs_a_due_schedule_once(
         self,
@@ -223,6 +225,7 @@ class TestWithRedis:
         assert await live_contents(api, tenant_b) == sorted(DUPLICATES)
 
 
+@pytest.mark.slow  # a `memvault serve` process
 class TestInProcess:
     async def test_serve_without_redis_runs_schedules_itself(
         self,
@@ -266,6 +269,7 @@ class TestInProcess:
                 assert ids == [uuid.UUID(job["id"]), uuid.UUID(later["id"])]
 
 
+@pytest.mark.slow  # runs the `memvault scheduler` command
 class TestSchedulerCommand:
     def run(self, **env: str) -> subprocess.CompletedProcess[str]:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")}

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+import pytest
 
 from memvault.api import NamespaceAPI
 from memvault.config import Settings
@@ -38,6 +39,7 @@ async def expected_contents(messages: list[tuple[str, str]]) -> set[str]:
     return {c.content for c in await RuleExtractor().extract(events)}
 
 
+@pytest.mark.slow  # real `memvault worker` processes
 class TestWorkerProcess:
     async def test_worker_extracts_what_the_api_enqueued(
         self,

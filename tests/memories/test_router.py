@@ -407,6 +407,7 @@ class TestBatch:
         assert all(m["embedding_model"] == MODEL and m["namespace"] == "default" for m in out)
         assert sorted(ids(await listed(client, tenant_a))) == sorted(ids(out))
 
+    @pytest.mark.slow  # embeds a thousand memories
     async def test_a_thousand_is_the_limit(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
         items = [{"content": f"batch memory number {i}"} for i in range(1001)]
 

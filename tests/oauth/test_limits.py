@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import httpx
+import pytest
 
 from memvault.oauth.schemas import UserIn
 from tests.conftest import Tenant
@@ -40,6 +41,7 @@ async def sign_in_url(http: httpx.AsyncClient, server: Server) -> str:
     return authorization_url(server, client["client_id"], pkce()[1])
 
 
+@pytest.mark.slow  # dozens of Argon2id hashes per test
 class TestSignIn:
     async def test_a_guesser_backs_off_and_the_owner_elsewhere_still_signs_in(
         self, oauth_server: Server, user_a: User
@@ -109,6 +111,7 @@ def _tid(token: str) -> str:
     return str(json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))["tid"])
 
 
+@pytest.mark.slow  # Argon2id hashes per tenant
 class TestOneEmailInTwoTenants:
     """Users are per tenant (item 10): the same address may be a user of two, each signs in to its own."""
 

@@ -115,6 +115,7 @@ class TestAccount:
         assert (await client.get("/v1/users", headers=headers)).status_code == 403
 
 
+@pytest.mark.slow  # runs the `memvault` console script
 class TestCli:
     async def test_create_user_from_stdin_and_disable(
         self, pg_urls: DatabaseUrls, tenant_a: Tenant, tmp_path: Path, client: httpx.AsyncClient

@@ -25,6 +25,9 @@ from memvault.retrieval.schemas import SearchIn
 from tests.conftest import Tenant
 from tests.db.conftest import conninfo
 
+# Builds a tenant of 3,000 memories and reads EXPLAIN ANALYZE plans.
+pytestmark = pytest.mark.slow
+
 MEMORIES = 3000
 WORDS = ["harbour", "ferry", "lantern", "orchard", "glacier", "violin", "pepper", "canyon", "meadow", "comet"]
 

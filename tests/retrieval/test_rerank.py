@@ -81,6 +81,7 @@ async def first_stage(client: httpx.AsyncClient, tenant: Tenant, **body: Any) ->
     return out
 
 
+@pytest.mark.slow  # an app of its own with a provider stub
 class TestHTTPReranker:
     async def test_results_follow_the_providers_scores(
         self, reranking: httpx.AsyncClient, stub: RerankStub, tenant_a: Tenant
@@ -234,6 +235,7 @@ def cross_encoder() -> CrossEncoderReranker:
     return reranker
 
 
+@pytest.mark.slow  # loads a cross-encoder model
 class TestCrossEncoder:
     async def test_results_follow_the_models_own_scores(
         self,

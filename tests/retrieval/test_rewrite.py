@@ -91,6 +91,7 @@ async def blended_cosine(embedder: LocalEmbedder, query: str, passage: str, memo
     return sum(x / norm * y for x, y in zip(mean, m, strict=True))
 
 
+@pytest.mark.slow  # an app of its own with a chat stub
 class TestHyDE:
     async def test_the_hypothetical_answer_finds_what_the_words_cannot(
         self, rewriting: httpx.AsyncClient, stub: ChatStub, embedder: LocalEmbedder, tenant_a: Tenant

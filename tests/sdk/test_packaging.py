@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# Builds the SDK's wheel and imports it in fresh interpreters.
+pytestmark = pytest.mark.slow
+
 SDK = Path(__file__).resolve().parents[2] / "sdk"
 ALLOWED = {"httpx", "pydantic", "memvault_sdk"}
 SERVER_ONLY = ["memvault", "fastapi", "starlette", "sqlalchemy", "psycopg", "redis", "rq", "torch", "mcp", "uvicorn"]

@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 import httpx
+import pytest
 from sqlalchemy.engine import URL
 
 from memvault import __version__
@@ -104,6 +105,7 @@ class TestHealthz:
         assert r.json() == {"status": "ok"}
 
 
+@pytest.mark.slow  # apps with a stopped database or Redis, waiting out their timeouts
 class TestReadyz:
     async def test_ready_while_the_database_answers(self, client: httpx.AsyncClient) -> None:
         r = await client.get("/readyz")
@@ -255,6 +257,7 @@ class TestStatusWithBadKey:
         assert r.json()["code"] == "api_key_revoked"
 
 
+@pytest.mark.slow  # apps with an unreachable Redis, waiting out its timeouts
 class TestStatusDependencies:
     async def test_unreachable_redis_reports_degraded(
         self, settings: Settings, pg_urls: DatabaseUrls, embedder: LocalEmbedder

@@ -15,7 +15,10 @@ class EmbeddingUnavailable(Unavailable):
 
 
 class Embedder(Protocol):
-    model_id: str
+    # Read-only: a wrapper (jobs/runner.py's LoopBoundEmbedder) passes its model's id through.
+    @property
+    def model_id(self) -> str: ...
+
     dim: int
 
     async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:

@@ -44,7 +44,7 @@ def _mean_pooling(config: dict[str, Any]) -> bool:
     """Whether a Pooling module's configuration is plain mean pooling (older sentence-transformers
     releases say so with one flag per mode, newer ones with ``pooling_mode``)."""
     if "pooling_mode" in config:
-        return config["pooling_mode"] == "mean" and config.get("include_prompt", True)
+        return config["pooling_mode"] == "mean" and bool(config.get("include_prompt", True))
     flags = {k: bool(v) for k, v in config.items() if k.startswith("pooling_mode_")}
     return flags.get("pooling_mode_mean_tokens", False) and sum(flags.values()) == 1
 
@@ -292,7 +292,8 @@ class LocalEmbedder:
         mask = features["attention_mask"][..., None].astype(np.float32)
         pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
         pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        return pooled.tolist()
+        vectors: list[list[float]] = pooled.tolist()
+        return vectors
 
     async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:
         if not texts:

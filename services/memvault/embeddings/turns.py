@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -45,7 +45,7 @@ class FairTurns:
         work.add_done_callback(self._finished)
         return await asyncio.shield(work)
 
-    def _finished(self, work: asyncio.Future[object]) -> None:
+    def _finished(self, work: asyncio.Future[Any]) -> None:
         if not work.cancelled():
             work.exception()  # retrieved here too: a cancelled caller no longer awaits it
         self._release()

@@ -337,7 +337,9 @@ async def relations_among(
     return rows[:MAX_GRAPH_RELATIONS], len(rows) > MAX_GRAPH_RELATIONS
 
 
-async def linked_memories(s: AsyncSession, tenant_id: uuid.UUID, entity_id: uuid.UUID) -> list[Row[Any]]:
+async def linked_memories(
+    s: AsyncSession, tenant_id: uuid.UUID, entity_id: uuid.UUID
+) -> list[Row[uuid.UUID, str, str, datetime]]:
     """Current memories linked to the entity: neither superseded nor archived, newest first."""
     stmt = (
         select(Memory.id, Memory.type, Memory.content, Memory.created_at)

@@ -31,14 +31,14 @@ async def upsert_sessions(s: AsyncSession, rows: list[dict[str, Any]]) -> list[C
     """Create or extend sessions: widen their time span, add to their count, take a given user_id.
 
     Callers pass one row per session, sorted by id, so concurrent ingests lock rows in one order."""
-    stmt = pg_insert(ChatSession).values(rows)
-    stmt = stmt.on_conflict_do_update(
+    new = pg_insert(ChatSession).values(rows)
+    stmt = new.on_conflict_do_update(
         index_elements=[ChatSession.tenant_id, ChatSession.namespace_id, ChatSession.id],
         set_={
-            "started_at": func.least(ChatSession.started_at, stmt.excluded.started_at),
-            "last_event_at": func.greatest(ChatSession.last_event_at, stmt.excluded.last_event_at),
-            "message_count": ChatSession.message_count + stmt.excluded.message_count,
-            "user_id": func.coalesce(stmt.excluded.user_id, ChatSession.user_id),
+            "started_at": func.least(ChatSession.started_at, new.excluded.started_at),
+            "last_event_at": func.greatest(ChatSession.last_event_at, new.excluded.last_event_at),
+            "message_count": ChatSession.message_count + new.excluded.message_count,
+            "user_id": func.coalesce(new.excluded.user_id, ChatSession.user_id),
             "updated_at": func.now(),
         },
     ).returning(ChatSession)

@@ -34,7 +34,8 @@ async def extracted_event_ids(
     their extraction committed, so a re-run skips them (uses ix_memories_source_events)."""
     if not ids:
         return set()
-    wanted = func.cast(list(ids), ARRAY(UUID(as_uuid=True)))
+    # Cast coerces the list into one bound parameter; its stubs accept only SQL expressions.
+    wanted = func.cast(list(ids), ARRAY(UUID(as_uuid=True)))  # type: ignore[arg-type]
     stmt = select(func.unnest(Memory.source_event_ids)).where(
         Memory.tenant_id == tenant_id,
         Memory.namespace_id == namespace_id,

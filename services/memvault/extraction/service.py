@@ -183,8 +183,8 @@ class ExtractionOps(FacadeBase):
         for start in range(0, len(bodies), MAX_BATCH):
             stored = await api.store_many(p, ns, bodies[start : start + MAX_BATCH])
             stats["memories_created"] += len(stored)
-            for m in stored:
-                stats[f"type_{m.type.value}"] += 1
+            for out in stored:
+                stats[f"type_{out.type.value}"] += 1
 
     async def _entities_for(
         self, p: Principal, ns: str, namespace_id: uuid.UUID, candidates: list[Candidate], stats: Counter[str]

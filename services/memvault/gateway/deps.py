@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 
@@ -12,7 +13,8 @@ from memvault.principal import Principal
 
 
 def get_api(request: Request) -> NamespaceAPI:
-    return request.app.state.api
+    api: NamespaceAPI = request.app.state.api
+    return api
 
 
 class MissingCredentials(Unauthenticated):
@@ -41,12 +43,15 @@ BEARER_SCHEME = "apiKey"
 OPTIONAL_AUTH = "memvault_optional_auth"
 
 
-def optional_auth(endpoint):  # type: ignore[no-untyped-def]
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
+
+
+def optional_auth(endpoint: Endpoint) -> Endpoint:
     setattr(endpoint, OPTIONAL_AUTH, True)
     return endpoint
 
 
-def _requiring(scope: str):  # type: ignore[no-untyped-def]
+def _requiring(scope: str) -> Callable[[Principal], Awaitable[Principal]]:
     async def dep(p: Annotated[Principal, Depends(current_principal)]) -> Principal:
         p.require(scope)
         return p

@@ -118,7 +118,7 @@ def describe(app: FastAPI, schema: dict[str, Any]) -> dict[str, Any]:
     for route in iter_route_contexts(app.routes):
         if not isinstance(route.original_route, APIRoute) or not route.include_in_schema:
             continue
-        for method in route.methods:
+        for method in route.methods or ():
             op = schema.get("paths", {}).get(route.path_format, {}).get(method.lower())
             if op is None:
                 continue

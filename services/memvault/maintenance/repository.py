@@ -208,7 +208,12 @@ async def merge(
         execution_options={"synchronize_session": False, "populate_existing": True},
     )
     links = (
-        select(MemoryEntity.tenant_id, func.cast(rep.id, MemoryEntity.memory_id.type), MemoryEntity.entity_id)
+        select(
+            MemoryEntity.tenant_id,
+            # Cast coerces the id into a bound parameter; its stubs accept only SQL expressions.
+            func.cast(rep.id, MemoryEntity.memory_id.type),  # type: ignore[arg-type]
+            MemoryEntity.entity_id,
+        )
         .where(MemoryEntity.tenant_id == tenant_id, MemoryEntity.memory_id.in_([d.id for d in dups]))
         .distinct()
     )

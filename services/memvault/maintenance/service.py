@@ -309,7 +309,7 @@ class MaintenanceOps(FacadeBase):
                     batch=NEAR_BATCH,
                     use_index=total >= NEAR_INDEX_FROM,
                 )
-                found = await repo.candidates(tx.session, p.tenant_id, {i for a, b, _ in pairs for i in (a, b)})
+                found = await repo.candidates(tx.session, p.tenant_id, list({i for a, b, _ in pairs for i in (a, b)}))
             if after is None:
                 break
             stats["near_pairs"] += len(pairs)

@@ -9,6 +9,7 @@ from typing import Any
 
 from sqlalchemy import (
     ARRAY,
+    BindParameter,
     ColumnElement,
     DateTime,
     Integer,
@@ -211,7 +212,9 @@ def bound_read_conditions(form: tuple[str, ...]) -> tuple[Any, ...]:
     """``read_conditions`` with every value a bound parameter named ``read_<term>`` (see
     ``read_parameters``): one set of conditions, and the statements built on them, serves every
     tenant, namespace and filter value of the same ``filter_form``."""
-    bound = {name: bindparam(f"read_{name}", expanding=name in ("states", "types", "scopes")) for name in form}
+    bound: dict[str, BindParameter[Any]] = {
+        name: bindparam(f"read_{name}", expanding=name in ("states", "types", "scopes")) for name in form
+    }
     return _conditions(_Terms(**bound))
 
 

@@ -9,7 +9,7 @@ import json
 import time
 from datetime import UTC, datetime, timedelta
 
-from joserfc.jwk import ECKey, KeySet
+from joserfc.jwk import ECKey, Key, KeySet
 
 from memvault.db.session import Database
 from memvault.oauth import repository as repo
@@ -78,7 +78,8 @@ class KeyRing:
         unknown = kid is not None and all(k.kid != kid for k in self._live())
         if unknown and time.monotonic() - self._loaded_at > MIN_RELOAD_S:
             await self._load()
-        return KeySet(self._live())
+        live: list[Key] = list(self._live())
+        return KeySet(live)
 
     async def jwks(self) -> dict[str, object]:
         """The public halves, for /oauth/jwks.json."""

@@ -34,11 +34,11 @@ async def save_client(s: AsyncSession, kind: str, client_id: str, meta: dict[str
         "client_metadata": meta,
         "fetched_at": func.now() if kind == "cimd" else None,
     }
-    stmt = pg_insert(OAuthClient).values(**values)
-    stmt = stmt.on_conflict_do_update(
+    new = pg_insert(OAuthClient).values(**values)
+    stmt = new.on_conflict_do_update(
         index_elements=[OAuthClient.client_id],
         set_={
-            c: stmt.excluded[c]
+            c: new.excluded[c]
             for c in ("kind", "client_name", "redirect_uris", "grant_types", "scope", "metadata", "fetched_at")
         },
     ).returning(OAuthClient)

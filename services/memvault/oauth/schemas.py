@@ -25,7 +25,9 @@ class UserIn(Body):
     )
     name: str = Field(default="", max_length=200)
     scopes: list[OAuthScope] = Field(
-        default_factory=lambda: ["read", "write"], min_length=1, description="The most a client may be granted."
+        default_factory=lambda: list[OAuthScope](["read", "write"]),
+        min_length=1,
+        description="The most a client may be granted.",
     )
     namespaces: NamespaceNames = Field(
         default=None,

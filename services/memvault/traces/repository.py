@@ -196,7 +196,7 @@ async def search(
         # memvault_word_match reads memories; traces have their own (smaller) table.
         word_index=False,
     )
-    rrf = func.coalesce(1.0 / (RRF_K + fused.c.lexical_rank), 0.0)
+    rrf: ColumnElement[Any] = func.coalesce(1.0 / (RRF_K + fused.c.lexical_rank), 0.0)
     if query_vector is not None:
         rrf = rrf + func.coalesce(1.0 / (RRF_K + fused.c.dense_rank), 0.0)
         cosine_value = (1 - Trace.embedding.cosine_distance(query_vector)).label("cosine")
