@@ -75,9 +75,7 @@ def warm_names() -> list[str]:
         for n, (reader, words, intent, graph, time) in enumerate(
             (reader, *rest)
             for reader in readers
-            for rest in itertools.product(
-                ("words", "no-words"), ("no-intent", "intent"), ("no-graph", "graph"), times
-            )
+            for rest in itertools.product(("words", "no-words"), ("no-intent", "intent"), ("no-graph", "graph"), times)
         )
     ]
 

@@ -20,7 +20,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.db.pagination import newest_first
-from memvault.retrieval.hybrid import RRF_K, fused_candidates
+from memvault.retrieval.sql.candidates import fused_candidates
+from memvault.retrieval.sql.common import RRF_K
 from memvault.traces.models import Trace, TraceStep
 
 
