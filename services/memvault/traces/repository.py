@@ -181,7 +181,7 @@ async def search(
     candidates: int,
 ) -> SearchOutcome:
     """Dense (HNSW, cosine) and full-text candidates fused by reciprocal rank in one statement, the
-    way retrieval/hybrid.py searches memories. Without a query vector, full text alone."""
+    way retrieval/sql/candidates.py searches memories. Without a query vector, full text alone."""
     started = time.perf_counter()
     where = _where(tenant_id, namespace_id, filters)
     # row_number(): ties broken by arrival in each channel, as trace search has always ranked.

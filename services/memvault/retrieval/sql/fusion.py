@@ -45,7 +45,7 @@ def neighbour_match(shape: Shape, ranked: Any, edges: Any) -> Any:
 
 def _fused_score(shape: Shape, rank_col: dict[str, Any], unit_col: dict[str, Any]) -> Any:
     weight = Params.weight
-    score = cast(literal(0.0), Float)
+    score: Any = cast(literal(0.0), Float)
     for name in shape.used:
         if shape.fusion == "weighted":
             score = score + weight[name] * func.coalesce(unit_col[name], 0.0)
