@@ -7,72 +7,33 @@ changes, and returns API schemas. Nothing else opens tenant transactions.
 
 from __future__ import annotations
 
-import asyncio
-import itertools
 import logging
-import time
-import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memvault import __version__
 from memvault.audit.service import AuditOps
-from memvault.db.session import TenantTx
-from memvault.embeddings import EmbeddingUnavailable
 from memvault.entities.service import EntityOps
 from memvault.events.service import EventOps
 from memvault.extraction.service import ExtractionOps
-from memvault.facade import FacadeBase, NamespaceNotFound
+from memvault.facade import FacadeBase
 from memvault.forget.service import ForgetOps
 from memvault.idempotency.service import IdempotencyOps
 from memvault.jobs.registry import job_handlers
 from memvault.jobs.service import JobOps
 from memvault.keys.service import KeyOps
 from memvault.maintenance.service import MaintenanceOps
-from memvault.memories.models import Memory
-from memvault.memories.schemas import MemoryFilters
-from memvault.memories.service import MemoryOps, memory_out
-from memvault.namespaces.schemas import NamespaceSettings, SearchSettings
+from memvault.memories.service import MemoryOps
 from memvault.namespaces.service import NamespaceOps
 from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
 from memvault.operator import OperatorOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import Principal
-from memvault.retrieval.chain import owner_read
-from memvault.retrieval.context import ContextIn, ContextOut, pack
-from memvault.retrieval.cues import QueryCues, analyse
-from memvault.retrieval.hybrid import (
-    Hit,
-    NamedEntities,
-    hybrid_search,
-    matched_by,
-    neighbours_of,
-    search_preamble,
-    search_settings,
-)
-from memvault.retrieval.lexical import TermStats
-from memvault.retrieval.schemas import (
-    DEFAULT_FUSION,
-    ChannelSignal,
-    SearchIn,
-    SearchMetrics,
-    SearchOut,
-    SearchResult,
-    Signals,
-)
-from memvault.retrieval.stages import SecondStage
+from memvault.retrieval.service import SearchOps
 from memvault.traces.service import TraceOps
 
 log = logging.getLogger(__name__)
-
-
-def _consume(task: asyncio.Future[Any]) -> None:
-    """Take the outcome of a task nobody awaits any more, so that asyncio does not report it as
-    never retrieved; an unexpected error is logged instead."""
-    if not task.cancelled() and (exc := task.exception()) is not None:
-        log.warning("abandoned query embedding failed: %r", exc)
 
 
 @dataclass(frozen=True)
@@ -89,6 +50,7 @@ class NamespaceAPI(
     KeyOps,
     AuditOps,
     MemoryOps,
+    SearchOps,
     EntityOps,
     EventOps,
     TraceOps,
@@ -103,234 +65,6 @@ class NamespaceAPI(
     OperatorOps,
     FacadeBase,
 ):
-    # ---- search ---------------------------------------------------------------------------
-
-    async def search(self, p: Principal, ns: str, req: SearchIn) -> SearchOut:
-        """Hybrid search: meaning (vectors) and words (full text) retrieve candidates; recency,
-        importance, access, intent and time cues rank them too; weighted reciprocal rank fuses it all."""
-        p.require("read", ns)
-        failures: list[str] = []
-        started = time.perf_counter()
-        second = SecondStage(
-            self._reranker, self._rewriter, self._settings.rerank_candidates, rerank=req.rerank, rewrite=req.rewrite
-        )
-        # The query is embedded on a thread while the database reads what the search needs before
-        # its statement (the namespace, the query's words and their counts): neither waits for the
-        # other (docs/benchmarks.md, "... the embedding beside the preamble"). A rewrite asks a
-        # remote model, and no transaction stays open for that: it is waited for first.
-        embedding = asyncio.ensure_future(self._dense_vector(req.query, second))
-        candidates = max(50, req.limit * 5)
-        bm25 = self._settings.search_lexical == "bm25"
-        # One plan per connection for an unfiltered search, a plan per call for a filtered one, key
-        # lookups priced for data in memory (retrieval/hybrid.py, search_settings).
-        settings = search_settings(req.filters, candidates)
-        try:
-            if second.rewriting:
-                await asyncio.wait({embedding})
-            async with self._db.tenant_tx(p.tenant_id, settings=settings) as tx:
-                # The namespace, the model probe, the query's words and the entities it names in one
-                # round trip. Entities are looked for unless the request turns the graph channel off
-                # (a namespace's own weights are only known from this same row).
-                pre = await search_preamble(
-                    tx.session,
-                    tenant_id=p.tenant_id,
-                    namespace=ns,
-                    query=req.query,
-                    model_id=self._embedder.model_id,
-                    bm25=bm25,
-                    graph=(req.weights or {}).get("graph") != 0,
-                    at=req.reference_time or datetime.now(UTC),
-                )
-                if pre is None:
-                    raise NamespaceNotFound(f"No namespace named '{ns}'.")
-                namespace_id, lexemes = pre.namespace_id, pre.lexemes
-                terms = None
-                if bm25:
-                    terms = await self._term_stats.stats(tx.session, p.tenant_id, namespace_id, sorted(lexemes))
-                    self._refresh_term_stats(p.tenant_id, namespace_id)
-                # Reading as a user or in a session: how the lexical channel finds the reader's
-                # words depends on how many memories the reader sees (retrieval/chain.py).
-                small_chain = (
-                    bm25
-                    and owner_read(req.filters)
-                    and await self._chains.small(tx.session, p.tenant_id, namespace_id, req.filters)
-                )
-                qvec, embed_ms = await embedding
-                if qvec is None:
-                    failures.append("embedding")
-                # Rows of another model are invisible to the dense channel until re-embedded: say so.
-                elif pre.other_model:
-                    failures.append("embedding_model_mismatch")
-                cues = analyse(req.query, req.reference_time)
-                defaults = NamespaceSettings.model_validate(pre.settings).search or SearchSettings()
-                weights = req.effective_weights(defaults.weights)
-                entities = pre.entities if weights.get("graph", 0) > 0 else NamedEntities()
-                outcome = await hybrid_search(
-                    tx.session,
-                    tenant_id=p.tenant_id,
-                    namespace_id=namespace_id,
-                    query=req.query,
-                    query_vector=qvec,
-                    model_id=self._embedder.model_id,
-                    filters=req.filters,
-                    limit=second.fetch(req.limit),
-                    candidates=candidates,
-                    head=max(10, req.limit),
-                    weights=weights,
-                    fusion=req.fusion or defaults.fusion or DEFAULT_FUSION,
-                    cues=cues,
-                    entities=entities,
-                    reference_time=req.reference_time,
-                    half_life_days=self._settings.search_recency_half_life_days,
-                    strength_half_life_days=self._settings.decay_half_life_days,
-                    terms=terms,
-                    settings_set=True,
-                    small_chain=small_chain,
-                )
-                hits = outcome.hits
-                min_score_applied = req.min_score is not None and qvec is not None
-                if min_score_applied:
-                    hits = [h for h in hits if (h.semantic_relevance or 0.0) >= req.min_score]  # type: ignore[operator]
-                reranking = second.reranking and bool(hits)
-                neighbours: dict[uuid.UUID, list[Memory]] = {}
-                neighbours_ms = 0.0
-                if not reranking:
-                    hits = hits[: req.limit]
-                    neighbours, neighbours_ms = await self._neighbours(tx, namespace_id, req, hits)
-            if reranking:
-                # The reranker may be a remote call of up to its timeout: no transaction waits on
-                # it. The neighbours of the reranked hits come from a transaction of their own.
-                hits = await second.rerank_hits(req.query, hits, req.limit)
-                if req.neighbours:
-                    async with self._db.tenant_tx(p.tenant_id) as tx:
-                        neighbours, neighbours_ms = await self._neighbours(tx, namespace_id, req, hits)
-        finally:
-            # Gone before the embedding (no such namespace, a database error): the thread still
-            # finishes and caches its vector; nobody waits for it, and its outcome is consumed.
-            embedding.add_done_callback(_consume)
-        self._accesses.record(p.tenant_id, [h.memory.id for h in hits])
-        return SearchOut(
-            results=[
-                SearchResult(
-                    score=h.score,
-                    semantic_relevance=h.semantic_relevance,
-                    signals=Signals(
-                        dense_rank=h.dense_rank,
-                        lexical_rank=h.lexical_rank,
-                        lexical_score=h.lexical_score,
-                        channels={k: ChannelSignal(rank=r, value=v) for k, (r, v) in h.channels.items()},
-                    ),
-                    memory=memory_out(h.memory, ns),
-                    neighbours=[memory_out(m, ns) for m in neighbours[h.memory.id]] if req.neighbours else None,
-                )
-                for h in hits
-            ],
-            metrics=SearchMetrics(
-                timings_ms={
-                    "embed": round(embed_ms, 2),
-                    **outcome.timings_ms,
-                    **({"neighbours": round(neighbours_ms, 2)} if req.neighbours else {}),
-                    **second.timings_ms,
-                    "total": round((time.perf_counter() - started) * 1000, 2),
-                },
-                matched_by=matched_by(hits),
-                backend_failures=failures + outcome.backend_failures + second.failures,
-                min_score_applied=min_score_applied,
-                candidates=outcome.candidates,
-                weights=outcome.weights,
-                fusion=outcome.fusion,
-                cues={**cues.describe(), **({"entities": ", ".join(entities.names)} if entities.names else {})},
-                stages=second.stages,
-            ),
-        )
-
-    async def warm_search(self) -> int:
-        """Build, compile and run once each statement a default search can take (an intent, named
-        entities, each kind of time cue, query words the namespace has: there or not), unfiltered
-        and reading as a user (whose scope chain is small or not), in a transaction no row is
-        visible to: otherwise a process's first search of each kind pays 25-40 ms of Python for
-        it (docs/benchmarks.md). Returns how many ran; never raises."""
-        now = datetime.now(UTC)
-        # (order, window): no time cue, a window ("in March"), the newest, the oldest.
-        times = [(None, None), (None, (now - timedelta(days=1), now)), ("newest", None), ("oldest", None)]
-        ran = 0
-        try:
-            # Reading as a user is how an application serving many users searches: every call,
-            # with a scope chain small or not (retrieval/chain.py).
-            user = MemoryFilters(user_id="warm")
-            for filters, small_chain in ((None, False), (user, False), (user, True)):
-                async with self._db.tenant_tx(uuid.uuid4(), settings=search_settings(filters, 50)) as tx:
-                    for rare, intent, graph, (order, window) in itertools.product(
-                        (True, False), (None, "preference"), (False, True), times
-                    ):
-                        await hybrid_search(
-                            tx.session,
-                            tenant_id=tx.tenant_id,
-                            namespace_id=uuid.uuid4(),
-                            query="warm",
-                            query_vector=[0.0] * self._embedder.dim,
-                            model_id=self._embedder.model_id,
-                            filters=filters,
-                            limit=10,
-                            candidates=50,
-                            weights=SearchIn(query="warm").effective_weights(),
-                            fusion=DEFAULT_FUSION,
-                            cues=QueryCues(intent=intent, order=order, window=window),
-                            entities=NamedEntities(named=(uuid.uuid4(),), names=("warm",)) if graph else None,
-                            terms=TermStats(n=1, avg_len=1.0, df={"warm": 1 if rare else 0}),
-                            settings_set=True,
-                            small_chain=small_chain,
-                        )
-                        ran += 1
-        except Exception:
-            log.warning("could not prepare the search statements; each is built at its first search", exc_info=True)
-        return ran
-
-    async def _neighbours(
-        self, tx: TenantTx, namespace_id: uuid.UUID, req: SearchIn, hits: list[Hit]
-    ) -> tuple[dict[uuid.UUID, list[Memory]], float]:
-        """The session neighbours the request asks for around each hit, and the milliseconds that took."""
-        started = time.perf_counter()
-        if not req.neighbours:
-            return {}, 0.0
-        found = await neighbours_of(
-            tx.session,
-            tenant_id=tx.tenant_id,
-            namespace_id=namespace_id,
-            filters=req.filters,
-            memories=[h.memory for h in hits],
-            n=req.neighbours,
-        )
-        return found, (time.perf_counter() - started) * 1000
-
-    async def _dense_vector(self, query: str, second: SecondStage) -> tuple[list[float] | None, float]:
-        """The dense channel's vector, None when the embedder fails (the search goes on with words
-        only), and the milliseconds the embedding took. With a rewrite, the mean of the query's
-        and a hypothetical answer's vectors: the lexical channel keeps the user's words."""
-        started = time.perf_counter()
-        try:
-            vector: list[float] | None = await self._embedder.embed_query(query)
-        except EmbeddingUnavailable:
-            log.warning("query embedding failed; serving lexical results only", exc_info=True)
-            return None, (time.perf_counter() - started) * 1000
-        embed_ms = (time.perf_counter() - started) * 1000
-        return await second.query_vector(query, vector, self._embedder), embed_ms
-
-    async def get_context(self, p: Principal, ns: str, req: ContextIn) -> ContextOut:
-        """A prompt-ready markdown block of what is remembered for a query and/or a session or
-        user, packed by rank into a token budget."""
-        p.require("read", ns)
-        base = req.filters or MemoryFilters()
-        reader = base.model_copy(
-            update={"user_id": req.user_id or base.user_id, "session_id": req.session_id or base.session_id}
-        )
-        if req.query:
-            found = await self.search(p, ns, SearchIn(query=req.query, limit=req.limit, filters=reader))
-            ranked = [r.memory for r in found.results]
-        else:
-            ranked = (await self.list_memories(p, ns, reader, limit=req.limit)).data
-        return pack(ranked, req.token_budget)
-
     # ---- status ---------------------------------------------------------------------------
 
     async def health(self) -> Health:

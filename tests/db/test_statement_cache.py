@@ -14,8 +14,9 @@ from sqlalchemy.dialects import postgresql
 from memvault.db.session import cache_long_statements
 from memvault.memories import repository as memories_repo
 from memvault.memories.schemas import MemoryFilters
-from memvault.retrieval import hybrid
 from memvault.retrieval.schemas import CHANNELS
+from memvault.retrieval.sql.shape import Shape
+from memvault.retrieval.sql.statement import statement_for
 
 EVERY_FILTER = MemoryFilters(
     type=["fact", "preference"],
@@ -31,13 +32,13 @@ EVERY_FILTER = MemoryFilters(
 )
 
 
-def _largest_shapes() -> list[hybrid._Shape]:
+def _largest_shapes() -> list[Shape]:
     """The statement shapes with the most SQL: every channel, every filter or none."""
     shapes = []
     for filters in (MemoryFilters(), EVERY_FILTER):
         live = filters == MemoryFilters()
         shapes.append(
-            hybrid._Shape(
+            Shape(
                 filters=memories_repo.filter_form(filters),
                 dense=True,
                 nearest=live,
@@ -56,9 +57,9 @@ def _largest_shapes() -> list[hybrid._Shape]:
 
 
 @pytest.mark.parametrize("shape", _largest_shapes(), ids=["unfiltered", "every filter"])
-def test_the_search_statement_is_converted_once(shape: hybrid._Shape) -> None:
+def test_the_search_statement_is_converted_once(shape: Shape) -> None:
     assert cache_long_statements()
-    compiled = hybrid._statement(shape).stmt.compile(dialect=postgresql.psycopg.dialect())
+    compiled = statement_for(shape).stmt.compile(dialect=postgresql.psycopg.dialect())
     sql = str(compiled).encode()
     params = {name: None for name in compiled.params}
     # Every parameter SQLAlchemy sends counts, literals included.

@@ -15,8 +15,8 @@ from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
 from memvault.memories.schemas import MemoryIn
-from memvault.retrieval.hybrid import _statement
 from memvault.retrieval.schemas import SearchIn
+from memvault.retrieval.sql.statement import statement_for
 from tests.conftest import Tenant, running
 
 # Starts and stops the whole app, and walks the garbage collector's objects.
@@ -46,7 +46,7 @@ async def test_a_first_search_finds_its_statement_ready(api: NamespaceAPI, tenan
     compile it."""
     assert await api.warm_search() == 96
     await api.store(tenant_a.principal, tenant_a.namespace, MemoryIn(content="We decided to ship in March 2024"))
-    before = _statement.cache_info()
+    before = statement_for.cache_info()
 
     for query, filters in [
         ("what did we decide about shipping in March 2024", None),  # an intent and a window
@@ -56,6 +56,6 @@ async def test_a_first_search_finds_its_statement_ready(api: NamespaceAPI, tenan
     ]:
         await api.search(tenant_a.principal, tenant_a.namespace, SearchIn(query=query, filters=filters))
 
-    after = _statement.cache_info()
+    after = statement_for.cache_info()
     assert after.misses == before.misses
     assert after.hits == before.hits + 4

@@ -12,6 +12,7 @@ import pytest
 
 from memvault.api import NamespaceAPI
 from memvault.retrieval.hybrid import hybrid_search
+from memvault.retrieval.plan import SearchPlan
 from tests.conftest import Tenant
 from tests.memories.test_router import BATCH, MEMORIES, search, store, store_many
 
@@ -97,8 +98,7 @@ class TestContextChannel:
 
         # One candidate per channel, words only: the question turn, nothing else.
         async with api._db.tenant_tx(tenant_a.id) as tx:  # type: ignore[attr-defined]
-            out = await hybrid_search(
-                tx.session,
+            plan = SearchPlan(
                 tenant_id=tenant_a.id,
                 namespace_id=ns.id,
                 query="sister picnic Sunday",
@@ -110,6 +110,7 @@ class TestContextChannel:
                 weights={"context": 0.5},
                 fusion="weighted",
             )
+            out = await hybrid_search(tx.session, plan)
 
         assert [str(h.memory.id) for h in out.hits] == [question, answer]
         assert out.candidates == {"dense": 0, "lexical": 1, "context": 1}

@@ -20,8 +20,8 @@ from memvault.api import NamespaceAPI
 from memvault.db.urls import DatabaseUrls
 from memvault.memories.schemas import MemoryIn
 from memvault.retrieval import chain
-from memvault.retrieval.hybrid import search_settings
 from memvault.retrieval.schemas import SearchIn
+from memvault.retrieval.sql.settings import search_settings
 from tests.conftest import Tenant
 from tests.db.conftest import conninfo
 

@@ -18,8 +18,8 @@ from sqlalchemy import text
 from memvault.api import NamespaceAPI
 from memvault.db.session import Database
 from memvault.memories.schemas import MemoryFilters, MemoryIn
-from memvault.retrieval.hybrid import _statement
 from memvault.retrieval.schemas import SearchIn
+from memvault.retrieval.sql.statement import statement_for
 from tests.conftest import Tenant
 from tests.memories.test_router import BATCH, MEMORIES, listed, problem, search, store
 
@@ -591,7 +591,7 @@ class TestIsolation:
 
 
 class TestStatementReuse:
-    """The hybrid statement is built once per shape and kept for every tenant (retrieval/hybrid.py):
+    """The hybrid statement is built once per shape and kept for every tenant (retrieval/sql/statement.py):
     what a search varies must reach it as parameters, never stay baked into the statement that the
     next search, perhaps another tenant's, runs again."""
 
@@ -604,12 +604,12 @@ class TestStatementReuse:
         await store(client, tenant_b, "The release train leaves on Mondays", valid_from=iso(now))
 
         first = await search(client, tenant_a, "release train day", reference_time=iso(now), weights={"recency": 0.7})
-        built = _statement.cache_info().misses
+        built = statement_for.cache_info().misses
         month_on = iso(now + timedelta(days=30))
         later = await search(client, tenant_a, "release train day", reference_time=month_on, weights={"recency": 0.3})
         other = await search(client, tenant_b, "release train day", reference_time=month_on, weights={"recency": 0.3})
 
-        assert _statement.cache_info().misses == built  # the same shape: nothing built again
+        assert statement_for.cache_info().misses == built  # the same shape: nothing built again
         recency = [out["results"][0]["signals"]["channels"]["recency"]["value"] for out in (first, later)]
         assert recency == [pytest.approx(0.5, abs=0.01), pytest.approx(0.25, abs=0.01)]  # 30 and 60 days old
         assert (first["metrics"]["weights"]["recency"], later["metrics"]["weights"]["recency"]) == (0.7, 0.3)
@@ -620,7 +620,7 @@ COLOURS = ["red", "blue", "green", "yellow", "grey", "white"]
 
 
 class TestOnePlan:
-    """An unfiltered search keeps one plan per connection (retrieval/hybrid.py, plan_cache_mode):
+    """An unfiltered search keeps one plan per connection (retrieval/sql/settings.py, plan_cache_mode):
     what depends on a tenant's size is planned per call inside memvault_nearest and
     memvault_word_best, so the kept plan must serve a large tenant and a small one alike."""
 

@@ -4,7 +4,7 @@ Reading as a user (or in a session) sees the namespace's shared memories and the
 In a namespace many users share, that is a few hundred rows of many thousands, and the lexical
 channel's usual way (the namespace's best word matches first, then the reader's among them)
 reads mostly other users' matches: for a small chain the search scores the reader's own rows
-that hold a query word instead (retrieval/hybrid.py). Which way is decided per reader, from a
+that hold a query word instead (retrieval/sql/words.py). Which way is decided per reader, from a
 count kept a minute: a chain that grows past the limit meanwhile is still searched exactly,
 only by the slower way for it.
 """

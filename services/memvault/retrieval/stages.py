@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from memvault.embeddings import Embedder, EmbeddingUnavailable
-from memvault.retrieval.hybrid import Hit
+from memvault.retrieval.hits import Hit
 from memvault.retrieval.rerank import Reranker, RerankUnavailable
 from memvault.retrieval.rewrite import QueryRewriter, RewriteUnavailable
 

@@ -20,7 +20,8 @@ from sqlalchemy import (
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.db.pagination import newest_first
-from memvault.retrieval.hybrid import RRF_K, fused_candidates
+from memvault.retrieval.sql.candidates import fused_candidates
+from memvault.retrieval.sql.common import RRF_K
 from memvault.traces.models import Trace, TraceStep
 
 
@@ -180,7 +181,7 @@ async def search(
     candidates: int,
 ) -> SearchOutcome:
     """Dense (HNSW, cosine) and full-text candidates fused by reciprocal rank in one statement, the
-    way retrieval/hybrid.py searches memories. Without a query vector, full text alone."""
+    way retrieval/sql/candidates.py searches memories. Without a query vector, full text alone."""
     started = time.perf_counter()
     where = _where(tenant_id, namespace_id, filters)
     # row_number(): ties broken by arrival in each channel, as trace search has always ranked.

@@ -1,0 +1,64 @@
+"""Constants and expressions every stage of the search statement shares."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Text, cast, func, literal_column, select
+from sqlalchemy.dialects.postgresql import TSQUERY
+
+from memvault.memories import repository as memories_repo
+from memvault.memories.models import Memory
+
+RRF_K = 60
+# Priors are ranked on coarse buckets so that near-equal values tie (rank() gives ties one rank):
+# memories stored minutes apart are equally recent at a 30-day half-life, and a prior that cannot
+# tell candidates apart adds the same to each instead of reordering them at random.
+BUCKETS = 20
+LN2 = 0.6931471805599453
+# The context channel looks up the session neighbours of each channel's best candidates only:
+# on LoCoMo, those of the best 15 find as much evidence as those of all 50 (0.757 against 0.756
+# recall@10), and among 100,000 memories more (fewer distractors lent a match), with less than
+# half the probes and rows to score (docs/benchmarks.md).
+CONTEXT_PROBED = 15
+
+
+def lexical_query(query: Any) -> Any:
+    """Any of the query's words, not all of them: natural-language questions rarely share every
+    word with the memory that answers them. Stop words are dropped by the english parser."""
+    return cast(func.replace(cast(func.plainto_tsquery("english", query), Text), "&", "|"), TSQUERY)
+
+
+def decay(age_s: Any, half_life_s: Any) -> Any:
+    # At most MAX_HALF_LIVES: PostgreSQL raises on exp() underflow (a memory dated centuries before
+    # the reference time made every search touching it a 500), and 2^-1000 is zero for ranking.
+    return func.exp(-LN2 * func.least(func.greatest(age_s, 0.0) / half_life_s, memories_repo.MAX_HALF_LIVES))
+
+
+def session_order(model: Any) -> tuple[Any, Any]:
+    """A memory's place in its session: valid time, then insertion order (the last two columns of
+    the session index, migration 0009)."""
+    return memories_repo.date_of(model), model.seq
+
+
+def by_key(tenant_id: Any, memory_id: Any, columns: list[Any], conditions: list[Any], name: str) -> Any:
+    """``columns`` of the memory with the primary key (``tenant_id``, ``memory_id``), columns of
+    the query it is joined to, if it meets ``conditions``: looked up by that key row by row,
+    whatever the statistics say.
+
+    Joined plainly, the candidates were matched against the tenant's rows however the statistics
+    suggested, and statistics that do not know the tenant (a first import before autovacuum
+    analyzes it, a new tenant in a table of others) suggested a loop over every row of the tenant
+    for each candidate. Behind OFFSET 0 the LATERAL lookup is planned on its own, with the outer
+    row's key as parameters (as migration 0014's lookups are). The tenant is the candidate's own
+    (the candidate functions return it, migration 0016), not the search's: with the tenant a
+    constant (or a list of two), PostgreSQL prices any index that starts with the tenant like
+    the primary key when it expects the tenant to have no rows, and took one of those, reading
+    the tenant's rows for every candidate (docs/benchmarks.md, "Small namespaces")."""
+    return (
+        select(*columns)
+        .where(Memory.tenant_id == tenant_id, Memory.id == memory_id, *conditions)
+        .correlate_except(Memory)
+        .offset(literal_column("0"))
+        .lateral(name)
+    )

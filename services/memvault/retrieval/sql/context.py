@@ -1,0 +1,77 @@
+"""The context channel's pool: the fused candidates and the session neighbours of the best of
+them, which join the candidates (a turn whose neighbour matches is likely part of the exchange
+asked about; conversational evidence is spread over adjacent turns)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import or_, select, true, tuple_, union, union_all
+
+from memvault.memories.models import Memory
+from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, session_order
+from memvault.retrieval.sql.shape import Params
+
+
+def _probed(fused: Any) -> Any:
+    """Each channel's best ``CONTEXT_PROBED`` candidates with their place in their session."""
+    order_at, order_seq = session_order(Memory)
+    placed = by_key(
+        fused.c.tenant_id,
+        fused.c.id,
+        [Memory.session_id, order_at.label("ord"), order_seq.label("seq")],
+        # Sessions are the tenant's own: the probes below look in the tenant's rows only.
+        [Memory.session_id.is_not(None)],
+        "placed",
+    )
+    return (
+        select(fused.c.id, placed.c.session_id, placed.c.ord, placed.c.seq)
+        .select_from(fused)
+        .join(placed, true())
+        .where(or_(fused.c.dense_rank <= CONTEXT_PROBED, fused.c.lexical_rank <= CONTEXT_PROBED))
+        .cte("base")
+    )
+
+
+def _adjacent(base: Any, where: list[Any], *, before: bool) -> Any:
+    # One probe of the session index per candidate and side, under the search's own rules.
+    mine, theirs = tuple_(*session_order(Memory)), tuple_(base.c.ord, base.c.seq)
+    step = (
+        select(Memory.tenant_id.label("tenant_id"), Memory.id.label("id"))
+        .where(
+            # Sessions belong to one namespace. Spelled out (the scope chain's ORs also say it) so
+            # that the session index serves the probe.
+            Memory.tenant_id == Params.tenant_id,
+            Memory.namespace_id == Params.namespace_id,
+            Memory.session_id == base.c.session_id,
+            mine < theirs if before else mine > theirs,
+            *where,
+        )
+        .order_by(*(c.desc() if before else c for c in session_order(Memory)))
+        .limit(1)
+        .lateral("step")
+    )
+    return select(base.c.id.label("a"), step.c.tenant_id.label("b_tenant_id"), step.c.id.label("b")).select_from(
+        base.join(step, true())
+    )
+
+
+def neighbour_edges(fused: Any, where: list[Any]) -> Any:
+    """``edges`` (a, b_tenant_id, b): candidate ``a`` and the memory just before or after it in
+    its session, for the best candidates of each channel."""
+    base = _probed(fused)
+    return union_all(_adjacent(base, where, before=True), _adjacent(base, where, before=False)).cte("edges")
+
+
+def candidate_pool(fused: Any, edges: Any | None) -> Any:
+    """``pool`` (tenant_id, id, dense_rank, lexical_rank, lex_score): the fused candidates and,
+    with ``edges``, the neighbours they bring in (no rank in either channel)."""
+    if edges is not None:
+        pool_ids = union(select(fused.c.tenant_id, fused.c.id), select(edges.c.b_tenant_id, edges.c.b)).cte("pool_ids")
+    else:
+        pool_ids = select(fused.c.tenant_id, fused.c.id).cte("pool_ids")
+    return (
+        select(pool_ids.c.tenant_id, pool_ids.c.id, fused.c.dense_rank, fused.c.lexical_rank, fused.c.lex_score)
+        .outerjoin(fused, (fused.c.tenant_id == pool_ids.c.tenant_id) & (fused.c.id == pool_ids.c.id))
+        .cte("pool")
+    )

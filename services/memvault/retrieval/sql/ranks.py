@@ -1,0 +1,85 @@
+"""Where each candidate stands in each channel, and each channel's value scaled to 0..1 over the
+candidates: what rank fusion and weighted fusion add up, and what a hit's explanation shows.
+
+The priors (recency, importance, access, strength) and the order cue rank only the retrieval
+head (the best ``head`` candidates on retrieval alone), so they reorder what retrieval found
+relevant instead of pulling an old or merely recent candidate up from far down the list. Window,
+intent and graph matches count anywhere."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Integer, case, cast, func, literal, select
+
+from memvault.retrieval.sql.common import BUCKETS
+from memvault.retrieval.sql.shape import Params, Shape
+
+NO_RANK = cast(literal(None), Integer)
+
+
+def match_rank(col: Any) -> Any:
+    """Stronger matches first (a named entity before a related one); no match, no rank."""
+    matched = col > 0
+    return case((matched, func.dense_rank().over(partition_by=matched, order_by=col.desc())), else_=None)
+
+
+def _bucket(col: Any) -> Any:
+    return func.round(col * BUCKETS).desc()
+
+
+def _relative(col: Any, *, invert: bool = False) -> Any:
+    # Cosine has no natural zero: min to max.
+    lo, hi = func.min(col).over(), func.max(col).over()
+    spread = func.nullif(hi - lo, 0)
+    scaled = ((hi - col) if invert else (col - lo)) / spread
+    # All equal: every candidate gets the full value (nothing to tell them apart).
+    return func.coalesce(case((col.is_(None), None), else_=func.coalesce(scaled, 1.0)), 0.0)
+
+
+def _share_of_best(col: Any) -> Any:
+    # BM25, access and strength have a natural zero (no match, never recalled): a share of the
+    # best, so the weakest match still counts for more than none.
+    return func.coalesce(col / func.nullif(func.max(col).over(), 0), 0.0)
+
+
+def ranked_candidates(shape: Shape, signals: Any) -> Any:
+    """``ranked``: ``signals``' columns, each channel's rank (``<channel>_rank``) and the values
+    weighted fusion scales (``<channel>_rel``)."""
+    headed = select(
+        signals.c,
+        func.row_number().over(order_by=(signals.c.retrieval.desc(), signals.c.id)).label("head_pos"),
+        # Strength is unbounded: bucket it relative to the strongest candidate.
+        (signals.c.strength / func.nullif(func.max(signals.c.strength).over(), 0)).label("strength_unit"),
+    ).subquery("headed")
+    sg = headed.c
+    in_head = sg.head_pos <= Params.head
+
+    def head_rank(*order: Any) -> Any:
+        return case((in_head, func.rank().over(partition_by=in_head, order_by=order)), else_=None)
+
+    intent_rank = case((sg.intent == 1.0, 1), else_=None) if shape.intent else NO_RANK
+    graph_rank = match_rank(sg.graph) if shape.graph else NO_RANK
+    if shape.time == "window":
+        time_rank = case((sg.time == 1.0, 1), else_=None)
+    elif shape.time == "newest":
+        time_rank = head_rank(sg.time.desc())
+    elif shape.time == "oldest":
+        time_rank = head_rank(sg.time.asc())
+    else:
+        time_rank = NO_RANK
+    return select(
+        sg,
+        head_rank(_bucket(sg.recency)).label("recency_rank"),
+        head_rank(_bucket(sg.importance)).label("importance_rank"),
+        head_rank(_bucket(sg.access)).label("access_rank"),
+        head_rank(_bucket(sg.strength_unit)).label("strength_rank"),
+        intent_rank.label("intent_rank"),
+        graph_rank.label("graph_rank"),
+        time_rank.label("time_rank"),
+        _relative(sg.cosine).label("dense_rel"),
+        _share_of_best(sg.lex_score).label("lexical_rel"),
+        _share_of_best(sg.access).label("access_rel"),
+        _share_of_best(sg.strength).label("strength_rel"),
+        _relative(sg.time, invert=shape.time == "oldest").label("time_rel"),
+    ).cte("ranked")

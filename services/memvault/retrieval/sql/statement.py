@@ -1,0 +1,35 @@
+"""The search statement, assembled from its stages once per shape."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from sqlalchemy import func, select
+
+from memvault.memories import repository as memories_repo
+from memvault.memories.models import Memory
+from memvault.principal import SYSTEM_TENANT_ID
+from memvault.retrieval.sql.candidates import dense_candidates, fuse, lexical_candidates
+from memvault.retrieval.sql.context import candidate_pool, neighbour_edges
+from memvault.retrieval.sql.fusion import Statement, fused_hits
+from memvault.retrieval.sql.ranks import ranked_candidates
+from memvault.retrieval.sql.shape import Params, Shape
+from memvault.retrieval.sql.signals import candidate_signals
+
+
+@lru_cache(maxsize=256)
+def statement_for(shape: Shape) -> Statement:
+    """``candidates -> context -> signals -> ranks -> fusion``, as one statement."""
+    where = list(memories_repo.bound_read_conditions(shape.filters))
+    # Implied by the scope chain, but said plainly it lets the scans inside the statement (a
+    # filtered search's, ts_rank_cd's) start from the tenant-led indexes instead of skipping
+    # through every tenant's part of them. Candidates found elsewhere are read by key (common.by_key).
+    visible = Memory.tenant_id.in_([Params.tenant_id, SYSTEM_TENANT_ID])
+    lex_inner = lexical_candidates(shape, where, visible)
+    dense_inner = dense_candidates(shape, where, visible)
+    # Read again by the neighbour lookups: computed once.
+    fused = select(fuse(lex_inner, dense_inner, func.rank)).cte("fused")
+    edges = neighbour_edges(fused, where) if "context" in shape.used else None
+    pool = candidate_pool(fused, edges)
+    ranked = ranked_candidates(shape, candidate_signals(shape, pool))
+    return fused_hits(shape, ranked, edges)
