@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import ColumnElement, func, select, text, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -278,7 +278,7 @@ async def promote_reinforced(
     )
 
 
-def other_model_probe(namespace_id: Any, model_id: str):  # type: ignore[no-untyped-def]
+def other_model_probe(namespace_id: Any, model_id: str | ColumnElement[str]):  # type: ignore[no-untyped-def]
     """Whether some live memory of the namespace has no vector of ``model_id``, as a boolean
     expression (``namespace_id`` a value or a column): three probes of ix_memories_model (below,
     above, NULL) instead of a scan of the namespace, since every search asks. Through

@@ -481,7 +481,7 @@ async def count_accesses(
 MAX_HALF_LIVES = 1000.0
 
 
-def strength_of(m: Any, *, now: Any, half_life_days: float) -> Any:
+def strength_of(m: Any, *, now: Any, half_life_days: float | ColumnElement[Any]) -> Any:
     """A memory's strength (docs/workers.md, "Decay"): recency halves every half-life since its last
     recall (else its creation), recall multiplies it by 1 + ln(1 + access_count), importance by
     0.5 + importance (the default 0.5 leaves it as is). Decay archives below a threshold; search

@@ -18,7 +18,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.memories.models import Memory
@@ -131,7 +131,7 @@ def tsquery_text(*lexemes: str) -> str:
     return " | ".join("'" + lx.replace("\\", "\\\\").replace("'", "''") + "'" for lx in lexemes)
 
 
-def lexemes_of(query: str):  # type: ignore[no-untyped-def]
+def lexemes_of(query: str | ColumnElement[str]):  # type: ignore[no-untyped-def]
     """The query's words as the english configuration indexes them (stemmed, stop words gone), as
     a text[] expression, read with another statement rather than in a round trip of their own."""
     return func.tsvector_to_array(func.to_tsvector("english", query))

@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from memvault.db.session import TenantTx
 from memvault.embeddings import EmbeddingUnavailable
@@ -187,6 +187,7 @@ class SearchOps(FacadeBase):
         # depends on how many memories the reader sees (retrieval/chain.py).
         small_chain = (
             bm25
+            and req.filters is not None  # owner_read says so too; this tells the type checker
             and owner_read(req.filters)
             and await self._chains.small(tx.session, tx.tenant_id, namespace_id, req.filters)
         )
@@ -229,7 +230,12 @@ class SearchOps(FacadeBase):
         it (docs/benchmarks.md). Returns how many ran; never raises."""
         now = datetime.now(UTC)
         # (order, window): no time cue, a window ("in March"), the newest, the oldest.
-        times = [(None, None), (None, (now - timedelta(days=1), now)), ("newest", None), ("oldest", None)]
+        times: list[tuple[Literal["newest", "oldest"] | None, tuple[datetime, datetime] | None]] = [
+            (None, None),
+            (None, (now - timedelta(days=1), now)),
+            ("newest", None),
+            ("oldest", None),
+        ]
         ran = 0
         try:
             # Reading as a user is how an application serving many users searches: every call,

@@ -60,7 +60,7 @@ class SecondStage:
         weight however long the passage runs (mean pooling would let the passage's tokens
         outvote it, and a long passage would push the query out of the model's window), and
         averaging is what the HyDE paper does with the query and its hypothetical documents."""
-        if not self.rewriting:
+        if not self.rewriting or self.rewriter is None:  # the second half tells the type checker
             return qvec
         if qvec is None:
             return None  # no dense channel to help: the embedder is down, stage stays "skipped"

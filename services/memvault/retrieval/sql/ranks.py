@@ -60,6 +60,7 @@ def ranked_candidates(shape: Shape, signals: Any) -> Any:
 
     intent_rank = case((sg.intent == 1.0, 1), else_=None) if shape.intent else NO_RANK
     graph_rank = match_rank(sg.graph) if shape.graph else NO_RANK
+    time_rank: Any
     if shape.time == "window":
         time_rank = case((sg.time == 1.0, 1), else_=None)
     elif shape.time == "newest":
@@ -68,7 +69,8 @@ def ranked_candidates(shape: Shape, signals: Any) -> Any:
         time_rank = head_rank(sg.time.asc())
     else:
         time_rank = NO_RANK
-    return select(
+    # select() expands a column collection at run time; the stubs declare single columns only.
+    return select(  # type: ignore[call-overload]
         sg,
         head_rank(_bucket(sg.recency)).label("recency_rank"),
         head_rank(_bucket(sg.importance)).label("importance_rank"),
