@@ -85,3 +85,11 @@ def noisy_and_quiet() -> tuple[list[Tenant], list[Tenant]]:
 
 def think_s() -> float:
     return float(os.environ.get("MEMVAULT_LOADTEST_THINK_S", "0"))
+
+
+def tour(user: Any) -> None:
+    """With MEMVAULT_LOADTEST_TOUR=1 (the smoke test), each user first runs every one of its tasks
+    once, so that a short run sees every operation however rare its weight."""
+    if os.environ.get("MEMVAULT_LOADTEST_TOUR") == "1":
+        for fn in dict.fromkeys(user.tasks):
+            fn(user)

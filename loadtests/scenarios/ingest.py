@@ -11,7 +11,7 @@ import time
 
 from locust import FastHttpUser, task
 
-from scenarios.config import identity
+from scenarios.config import identity, tour
 from scenarios.rest import RestOps, wait
 
 POLL_S = 0.25
@@ -25,6 +25,7 @@ class IngestAgent(FastHttpUser):
     def on_start(self) -> None:
         self.ops = RestOps(self.client, identity(), label="INGEST")
         self.rng = random.Random()
+        tour(self)
 
     @task
     def ingest_then_recall(self) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 from locust import FastHttpUser, task
 from locust.contrib.fasthttp import FastHttpSession
 
-from scenarios.config import Identity, identity
+from scenarios.config import Identity, identity, tour
 from scenarios.rest import wait
 from scenarios.texts import Queries
 
@@ -105,9 +105,8 @@ class McpClient:
         return self._rpc("tools/list", None, "tools/list") is not None
 
     def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
-        if self.version is None or self.calls >= CALLS_PER_SESSION:
-            if not self.open():
-                return None
+        if (self.version is None or self.calls >= CALLS_PER_SESSION) and not self.open():
+            return None
         self.calls += 1
         return self._rpc("tools/call", {"name": tool, "arguments": arguments}, tool)
 
@@ -146,6 +145,7 @@ class McpAgent(FastHttpUser):
 
     def on_start(self) -> None:
         self.ops = McpOps(self.client, identity())
+        tour(self)
 
     @task(5)
     def search(self) -> None:

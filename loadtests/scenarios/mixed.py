@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from locust import FastHttpUser, task
 
-from scenarios.config import identity
+from scenarios.config import identity, tour
 from scenarios.mcp import McpOps
 from scenarios.rest import RestOps, wait
 
@@ -17,6 +17,7 @@ class MixedAgent(FastHttpUser):
         who = identity()
         self.rest = RestOps(self.client, who)
         self.mcp = McpOps(self.client, who)
+        tour(self)
 
     @task(50)
     def search(self) -> None:

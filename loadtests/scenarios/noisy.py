@@ -8,7 +8,7 @@ import random
 
 from locust import FastHttpUser, constant, task
 
-from scenarios.config import identity, noisy_and_quiet
+from scenarios.config import identity, noisy_and_quiet, tour
 from scenarios.rest import RestOps, wait
 
 
@@ -18,6 +18,7 @@ class NoisyNeighbour(FastHttpUser):
     def on_start(self) -> None:
         noisy, _ = noisy_and_quiet()
         self.ops = RestOps(self.client, identity(noisy), label="noisy REST")
+        tour(self)
 
     @task(1)
     def flood_writes(self) -> None:
@@ -34,6 +35,7 @@ class QuietTenant(FastHttpUser):
     def on_start(self) -> None:
         _, quiet = noisy_and_quiet()
         self.ops = RestOps(self.client, identity(quiet, random.Random()), label="quiet REST")
+        tour(self)
 
     @task(6)
     def search(self) -> None:

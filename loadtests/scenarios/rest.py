@@ -4,16 +4,19 @@ list and events, each under the name ``REST <operation>`` in locust's statistics
 from __future__ import annotations
 
 import random
-from collections import deque
+from collections import defaultdict, deque
 from typing import Any
 
 from locust import FastHttpUser, task
 from locust.contrib.fasthttp import FastHttpSession
 
-from scenarios.config import Identity, identity, think_s
+from scenarios.config import Identity, identity, think_s, tour
 from scenarios.texts import Queries
 
 TYPES = ["fact", "preference", "event", "decision", "note"]
+# The server's own timings of each REST search (``metrics.timings_ms``: embed, sql, ..., total), by
+# stage, so that a run shows where a search's time goes inside the server as well as around it.
+SEARCH_STAGES: dict[str, list[float]] = defaultdict(list)
 
 
 class RestOps:
@@ -55,7 +58,10 @@ class RestOps:
         }
 
     def search(self) -> Any:
-        return self.send("POST", f"{self.base}/search", "search", {"query": self.queries.new(), "limit": 10})
+        out = self.send("POST", f"{self.base}/search", "search", {"query": self.queries.new(), "limit": 10})
+        for stage, ms in ((out or {}).get("metrics") or {}).get("timings_ms", {}).items():
+            SEARCH_STAGES[stage].append(float(ms))
+        return out
 
     def context(self) -> Any:
         body = {"query": self.queries.new(), "user_id": self.who.user_id, "token_budget": 1500}
@@ -105,6 +111,7 @@ class RestAgent(FastHttpUser):
 
     def on_start(self) -> None:
         self.ops = RestOps(self.client, identity())
+        tour(self)
 
     @task(30)
     def search(self) -> None:

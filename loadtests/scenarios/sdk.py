@@ -12,7 +12,7 @@ from typing import Any
 
 from locust import User, task
 
-from scenarios.config import identity
+from scenarios.config import identity, tour
 from scenarios.rest import TYPES, wait
 from scenarios.texts import Queries
 
@@ -32,6 +32,7 @@ class SdkAgent(User):
         self.sdk = MemVault(
             api_key=self.who.tenant.key, base_url=self.host, namespace=self.who.namespace, timeout=60, max_retries=0
         )
+        tour(self)
 
     def on_stop(self) -> None:
         self.sdk.close()

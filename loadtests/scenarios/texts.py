@@ -26,6 +26,7 @@ def default_data() -> Path | None:
             return folder / LOCOMO
     return None
 
+
 _NAMES = ["Ana", "Ben", "Chloe", "Dev", "Elif", "Farid", "Grace", "Hiro", "Ines", "Jonas", "Kemi", "Luca"]
 _PLACES = ["Lisbon", "Osaka", "Nairobi", "Lima", "Oslo", "Hanoi", "Quebec", "Tbilisi", "Perth", "Cork"]
 _THINGS = ["sushi", "hiking", "jazz", "pottery", "chess", "tennis", "gardening", "sci-fi novels", "yoga", "baking"]
@@ -80,8 +81,12 @@ def _generated(n: int = 2000, seed: int = 7) -> Corpus:
         return template.format(name=rng.choice(_NAMES), place=rng.choice(_PLACES), thing=rng.choice(_THINGS))
 
     turns = [
-        Turn(speaker=rng.choice(_NAMES), text=fill(rng.choice(_TEMPLATES)), session=f"session_{i // 20 + 1}",
-             conversation=f"gen-{i // 200}")
+        Turn(
+            speaker=rng.choice(_NAMES),
+            text=fill(rng.choice(_TEMPLATES)),
+            session=f"session_{i // 20 + 1}",
+            conversation=f"gen-{i // 200}",
+        )
         for i in range(n)
     ]
     return Corpus(turns=turns, questions=[fill(rng.choice(_QUESTIONS)) for _ in range(300)], source="generated")
