@@ -91,7 +91,7 @@ def run_locust(args: argparse.Namespace, stack: Stack, users: int, env: dict[str
     cmd = [
         sys.executable, "-m", "locust", "-f", str(HERE / "locustfile.py"), "--headless", "--only-summary",
         "--host", stack.host, "-u", str(users), "-r", str(args.spawn_rate or users), "-t", f"{args.time}s",
-        "--stop-timeout", "30", "--csv", str(prefix), "--html", f"{prefix}.html", *classes,
+        "--stop-timeout", "60", "--csv", str(prefix), "--html", f"{prefix}.html", *classes,
     ]  # fmt: skip
     with (stack.out / f"locust-u{users}.log").open("wb") as log:
         locust = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -105,7 +105,7 @@ def run_locust(args: argparse.Namespace, stack: Stack, users: int, env: dict[str
         })  # fmt: skip
         sampler.start()
         try:
-            locust.wait(timeout=args.time + 120)
+            locust.wait(timeout=args.time + 180)
         finally:
             cpu = sampler.stop()
             stack.procs["locust"].remove(locust)

@@ -78,18 +78,21 @@ class Stack:
         raise SystemExit(f"{self.host} not ready after {timeout_s:.0f} s")
 
     def stop(self) -> None:
-        """SIGTERM to each process group (API first, so requests drain; the database last), then
-        SIGKILL to whatever has not exited after 30 s."""
+        """SIGTERM to each process (API first, so requests drain; the database last), which stops
+        its own children (`memvault serve` its workers and embedded PostgreSQL); SIGKILL to the
+        whole group of one still running after 30 s; then SIGTERM to anything left in its group."""
         order = sorted(self.procs, key=lambda r: {"api": 0, "worker": 1}.get(r, 2))
         for role in order:
             for p in self.procs[role]:
-                _signal_group(p, signal.SIGTERM)
+                if p.poll() is None:
+                    p.terminate()
             for p in self.procs[role]:
                 try:
                     p.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     _signal_group(p, signal.SIGKILL)
                     p.wait(timeout=10)
+                _signal_group(p, signal.SIGTERM)
         self.procs.clear()
         if self.embedded_pg is not None:
             self.embedded_pg.cleanup()
@@ -99,9 +102,8 @@ class Stack:
 
 
 def _signal_group(p: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-    if p.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, sig)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, sig)
 
 
 def api_command(port: int, workers: int, data_dir: Path | None) -> list[str]:

@@ -20,13 +20,13 @@ class NoisyNeighbour(FastHttpUser):
         self.ops = RestOps(self.client, identity(noisy), label="noisy REST")
         tour(self)
 
-    @task(1)
-    def flood_writes(self) -> None:
-        self.ops.batch(50, op="batch50")
-
     @task(3)
     def flood_searches(self) -> None:
         self.ops.search()
+
+    @task(1)
+    def flood_writes(self) -> None:
+        self.ops.batch(50, op="batch50")
 
 
 class QuietTenant(FastHttpUser):
