@@ -105,13 +105,10 @@ def run_locust(args: argparse.Namespace, stack: Stack, users: int, env: dict[str
         })  # fmt: skip
         sampler.start()
         try:
-            locust.wait(timeout=args.time + 180)
+            locust.wait(timeout=args.time + 180)  # interrupted or past its time: stack.stop() ends it
         finally:
             cpu = sampler.stop()
-            stack.procs["locust"].remove(locust)
-            if locust.poll() is None:
-                os.killpg(locust.pid, signal.SIGTERM)
-                locust.wait(timeout=30)
+        stack.procs["locust"].remove(locust)
     stats = Path(f"{prefix}_stats.csv")
     if not stats.exists():
         raise SystemExit(f"locust wrote no statistics; see {stack.out}/locust-u{users}.log")
@@ -134,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     data = Path(tempfile.mkdtemp(prefix="memvault-loadtest-")) if args.stack != "none" else None
     stack = Stack(out=out, data_dir=data)
+    # Both explicitly: a shell starting this in the background may have set SIGINT to be ignored.
     signal.signal(signal.SIGTERM, _interrupted)
+    signal.signal(signal.SIGINT, _interrupted)
     failures = 0
     try:
         started = time.perf_counter()

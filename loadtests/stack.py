@@ -78,10 +78,11 @@ class Stack:
         raise SystemExit(f"{self.host} not ready after {timeout_s:.0f} s")
 
     def stop(self) -> None:
-        """SIGTERM to each process (API first, so requests drain; the database last), which stops
-        its own children (`memvault serve` its workers and embedded PostgreSQL); SIGKILL to the
-        whole group of one still running after 30 s; then SIGTERM to anything left in its group."""
-        order = sorted(self.procs, key=lambda r: {"api": 0, "worker": 1}.get(r, 2))
+        """SIGTERM to each process (the load first, then the API so requests drain, the database
+        last), which stops its own children (`memvault serve` its workers and embedded PostgreSQL);
+        SIGKILL to the whole group of one still running after 30 s; then SIGTERM to anything left
+        in its group."""
+        order = sorted(self.procs, key=lambda r: {"locust": 0, "api": 1, "worker": 2}.get(r, 3))
         for role in order:
             for p in self.procs[role]:
                 if p.poll() is None:
