@@ -41,8 +41,18 @@ MAX_SECONDS = 3600
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="loadtests/run.sh", description=__doc__.split("\n\n")[0])
-    p.add_argument("--scenario", default="mixed", help=f"comma-separated: {', '.join(SCENARIOS)} (default mixed)")
-    p.add_argument("--users", default="10", help="simulated users; comma-separated for one run each (10,40)")
+    p.add_argument(
+        "--scenario",
+        action="append",
+        help=f"comma-separated, run together: {', '.join(SCENARIOS)} (default mixed); repeat the option for "
+        "runs one after the other on the same seeded stack (--scenario quiet --scenario noisy)",
+    )
+    p.add_argument(
+        "--users",
+        action="append",
+        help="simulated users, comma-separated for one run each (10,40; default 10); given once per --scenario, "
+        "each applies to its own (--scenario quiet --users 5 --scenario noisy --users 10)",
+    )
     p.add_argument("--time", type=int, default=60, help="seconds per run (default 60)")
     p.add_argument("--spawn-rate", type=float, help="users started per second (default: all at once)")
     p.add_argument("--think", type=float, default=0.0, help="each user pauses up to this many s (default 0)")
@@ -66,12 +76,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tour", action="store_true", help="each user first runs every one of its operations once")
     p.add_argument("--keep-data", action="store_true", help="keep the database folder after the run")
     args = p.parse_args(argv)
-    args.scenario = [s.strip() for s in args.scenario.split(",") if s.strip()]
-    if unknown := set(args.scenario) - set(SCENARIOS):
+    args.scenario = [[s.strip() for s in group.split(",") if s.strip()] for group in args.scenario or ["mixed"]]
+    if unknown := {s for group in args.scenario for s in group} - set(SCENARIOS):
         p.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
-    args.users = [int(u) for u in args.users.split(",") if u.strip()]
-    if not args.users or not all(1 <= u <= MAX_USERS for u in args.users):
+    args.users = [[int(u) for u in group.split(",") if u.strip()] for group in args.users or ["10"]]
+    if not all(group and all(1 <= u <= MAX_USERS for u in group) for group in args.users):
         p.error(f"--users: 1..{MAX_USERS}")
+    if len(args.users) not in (1, len(args.scenario)):
+        p.error("give --users once, or once per --scenario")
+    if len(args.users) == 1:
+        args.users *= len(args.scenario)
     if not 1 <= args.time <= MAX_SECONDS:
         p.error(f"--time: 1..{MAX_SECONDS}")
     if args.stack == "none" and not args.host:
@@ -85,15 +99,17 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt  # the finally blocks stop what was started
 
 
-def run_locust(args: argparse.Namespace, stack: Stack, users: int, env: dict[str, str]) -> tuple[Path, int]:
-    prefix = stack.out / f"{'+'.join(args.scenario)}-u{users}"
-    classes = sorted({c for s in args.scenario for c in SCENARIOS[s]})
+def run_locust(
+    args: argparse.Namespace, stack: Stack, scenario: list[str], users: int, env: dict[str, str]
+) -> tuple[Path, int]:
+    prefix = stack.out / f"{'+'.join(scenario)}-u{users}"
+    classes = sorted({c for s in scenario for c in SCENARIOS[s]})
     cmd = [
         sys.executable, "-m", "locust", "-f", str(HERE / "locustfile.py"), "--headless", "--only-summary",
         "--host", stack.host, "-u", str(users), "-r", str(args.spawn_rate or users), "-t", f"{args.time}s",
         "--stop-timeout", "60", "--csv", str(prefix), "--html", f"{prefix}.html", *classes,
     ]  # fmt: skip
-    with (stack.out / f"locust-u{users}.log").open("wb") as log:
+    with Path(f"{prefix}-locust.log").open("wb") as log:
         locust = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         stack.procs.setdefault("locust", []).append(locust)
         sampler = CpuSampler({
@@ -111,9 +127,9 @@ def run_locust(args: argparse.Namespace, stack: Stack, users: int, env: dict[str
         stack.procs["locust"].remove(locust)
     stats = Path(f"{prefix}_stats.csv")
     if not stats.exists():
-        raise SystemExit(f"locust wrote no statistics; see {stack.out}/locust-u{users}.log")
+        raise SystemExit(f"locust wrote no statistics; see {prefix}-locust.log")
     table, failures = stats_table(stats)
-    print(f"\n### {', '.join(args.scenario)}: {users} users, {args.time} s, {args.stack} stack\n", flush=True)
+    print(f"\n### {', '.join(scenario)}: {users} users, {args.time} s, {args.stack} stack\n", flush=True)
     print(table)
     print()
     print(cpu_table(cpu))
@@ -157,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
                 *(["--data-dir", str(data)] if args.stack == "embedded" else []),
             ])  # fmt: skip
             env["MEMVAULT_LOADTEST_PLAN"] = str(plan)
-        for users in args.users:
-            failures += run_locust(args, stack, users, env)[1]
+        for scenario, counts in zip(args.scenario, args.users, strict=True):
+            for users in counts:
+                failures += run_locust(args, stack, scenario, users, env)[1]
     except KeyboardInterrupt:
         print("\ninterrupted: stopping everything this run started", file=sys.stderr)
         return 130
