@@ -28,7 +28,7 @@ def _message(r: Any) -> dict[str, Any]:
     if "text/event-stream" in (r.headers.get("content-type") or ""):
         data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
         text = next((d for d in reversed(data) if d), "{}")
-    return json.loads(text)
+    return dict(json.loads(text))
 
 
 class McpClient:

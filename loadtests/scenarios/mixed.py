@@ -15,34 +15,34 @@ class MixedAgent(FastHttpUser):
 
     def on_start(self) -> None:
         who = identity()
-        self.rest = RestOps(self.client, who)
-        self.mcp = McpOps(self.client, who)
+        self.via_rest = RestOps(self.client, who)
+        self.via_mcp = McpOps(self.client, who)
         tour(self)
 
     @task(50)
     def search(self) -> None:
-        self.rest.search()
+        self.via_rest.search()
 
     @task(15)
     def recall_context(self) -> None:
-        self.rest.context()
+        self.via_rest.context()
 
     @task(15)
     def store(self) -> None:
-        self.rest.store()
+        self.via_rest.store()
 
     @task(5)
     def batch(self) -> None:
-        self.rest.batch()
+        self.via_rest.batch()
 
     @task(5)
     def get(self) -> None:
-        self.rest.get()
+        self.via_rest.get()
 
     @task(5)
     def list_memories(self) -> None:
-        self.rest.list()
+        self.via_rest.list()
 
     @task(5)
     def mcp_search(self) -> None:
-        self.mcp.search()
+        self.via_mcp.search()
