@@ -37,6 +37,14 @@ SCENARIOS = {
 SCENARIOS["all"] = sorted({c for classes in SCENARIOS.values() for c in classes})
 MAX_USERS = 1000
 MAX_SECONDS = 3600
+BOUNDS = [
+    ("workers", 1, 64),
+    ("job_workers", 0, 64),
+    ("tenants", 1, 1000),
+    ("namespaces", 1, 100),
+    ("seed_users", 1, 1000),
+    ("memories", 0, 1_000_000),
+]
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -79,7 +87,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args.scenario = [[s.strip() for s in group.split(",") if s.strip()] for group in args.scenario or ["mixed"]]
     if unknown := {s for group in args.scenario for s in group} - set(SCENARIOS):
         p.error(f"unknown scenario(s): {', '.join(sorted(unknown))}")
-    args.users = [[int(u) for u in group.split(",") if u.strip()] for group in args.users or ["10"]]
+    try:
+        args.users = [[int(u) for u in group.split(",") if u.strip()] for group in args.users or ["10"]]
+    except ValueError:
+        p.error("--users: whole numbers, comma-separated")
     if not all(group and all(1 <= u <= MAX_USERS for u in group) for group in args.users):
         p.error(f"--users: 1..{MAX_USERS}")
     if len(args.users) not in (1, len(args.scenario)):
@@ -88,6 +99,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.users *= len(args.scenario)
     if not 1 <= args.time <= MAX_SECONDS:
         p.error(f"--time: 1..{MAX_SECONDS}")
+    for name, low, high in BOUNDS:
+        if not low <= getattr(args, name) <= high:
+            p.error(f"--{name.replace('_', '-')}: {low}..{high}")
     if args.stack == "none" and not args.host:
         p.error("--stack none needs --host")
     if args.stack != "none" and args.host:
