@@ -1,0 +1,1 @@
+"""Locust scenarios: one module per way of using memvault (loadtests/locustfile.py imports them)."""
