@@ -42,6 +42,7 @@ from memvault.namespaces.models import Namespace
 from memvault.namespaces.schemas import NamespaceIn, NamespaceOut, NamespacePatch, NamespaceSettings, SearchSettings
 from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
+from memvault.observability import metrics
 from memvault.portability.service import PortabilityOps
 from memvault.principal import OPERATOR, Principal
 from memvault.retrieval.chain import owner_read
@@ -461,7 +462,7 @@ class NamespaceAPI(
             # finishes and caches its vector; nobody waits for it, and its outcome is consumed.
             embedding.add_done_callback(_consume)
         self._accesses.record(p.tenant_id, [h.memory.id for h in hits])
-        return SearchOut(
+        out = SearchOut(
             results=[
                 SearchResult(
                     score=h.score,
@@ -495,6 +496,8 @@ class NamespaceAPI(
                 stages=second.stages,
             ),
         )
+        metrics.observe_search(out.metrics.timings_ms, out.metrics.backend_failures)
+        return out
 
     async def warm_search(self) -> int:
         """Build, compile and run once each statement a default search can take (an intent, named

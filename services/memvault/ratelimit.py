@@ -23,6 +23,7 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
 
 from memvault.errors import MemvaultError
+from memvault.observability import metrics
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,7 @@ class RateLimiter:
                 log.warning("rate limit storage unavailable (%s); %s not limited", exc, limit.name)
                 return
             retry = max(1, math.ceil(stats.reset_time - time.time()))
+            metrics.RATE_LIMITED.labels(limit.name).inc()
             raise RateLimited(f"Too many {what}; retry in {retry} s.", retry_after=retry)
 
     async def clear(self, limit: Limit, *key: str) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from memvault.embeddings.base import QueryCache
 from memvault.embeddings.turns import FairTurns
+from memvault.observability.metrics import observed_embedding
 
 log = logging.getLogger(__name__)
 
@@ -289,6 +290,7 @@ class LocalEmbedder:
         pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return pooled.tolist()
 
+    @observed_embedding("local")
     async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:
         if not texts:
             return []
