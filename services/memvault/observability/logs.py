@@ -10,16 +10,11 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import structlog
 
 Format = Literal["auto", "text", "json"]
-
-
-def uses_json(fmt: Format) -> bool:
-    """``auto``: text when a person reads the terminal, JSON when something else collects it."""
-    return fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
 
 
 def _add_pid(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -28,11 +23,13 @@ def _add_pid(logger: Any, method: str, event: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
-def configure(level: str, fmt: Format = "auto") -> None:
-    """Send every log record to standard error through structlog, replacing earlier handlers."""
-    as_json = uses_json(fmt)
+def configure(level: str, fmt: Format = "auto", stream: TextIO | None = None) -> None:
+    """Send every log record to ``stream`` (standard error) through structlog, replacing earlier
+    handlers. ``auto``: text when a person reads the terminal, JSON when something else collects it."""
+    stream = stream or sys.stderr
+    as_json = fmt == "json" or (fmt == "auto" and not stream.isatty())
     renderer: Any = (
-        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        structlog.processors.JSONRenderer() if as_json else structlog.dev.ConsoleRenderer(colors=stream.isatty())
     )
     pre_chain: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -45,7 +42,7 @@ def configure(level: str, fmt: Format = "auto") -> None:
     final: list[Any] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
     if as_json:
         final.append(structlog.processors.format_exc_info)  # the traceback as a field, not lines
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(foreign_pre_chain=pre_chain, processors=[*final, renderer])
     )
