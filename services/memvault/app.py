@@ -39,8 +39,9 @@ from memvault.memories.router import router as memories_router
 from memvault.namespaces.router import router as namespaces_router
 from memvault.oauth.router import router as oauth_router
 from memvault.oauth.router import users_router
-from memvault.observability import metrics
+from memvault.observability import metrics, tracing
 from memvault.observability.router import router as metrics_router
+from memvault.observability.tracing import TracingMiddleware
 from memvault.portability.router import router as portability_router
 from memvault.retrieval.rerank import Reranker, build_reranker
 from memvault.retrieval.rewrite import QueryRewriter, build_rewriter
@@ -132,6 +133,7 @@ def create_app(
             metrics.untrack_pool("app", settings.db_pool_size)
             metrics.IN_FLIGHT_LIMIT.dec(admission.limit)
             metrics.process_exited()
+            tracing.flush()
 
     app = FastAPI(
         title="memvault",
@@ -152,6 +154,7 @@ def create_app(
     # Inside the request id: a refusal carries an id and is logged like any answer.
     app.state.admission = admission = Admission(settings.max_in_flight)
     app.add_middleware(AdmissionMiddleware, admission=admission)
+    app.add_middleware(TracingMiddleware)  # passes straight through unless tracing is configured
     app.add_middleware(RequestIdMiddleware)
     for router in (
         status_router,

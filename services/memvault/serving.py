@@ -88,10 +88,12 @@ def metrics_dir(workers: int) -> Iterator[None]:
 def worker_app() -> FastAPI:
     """uvicorn's factory, called in each worker process (and in the parent with one worker)."""
     from memvault.app import create_app
-    from memvault.observability import logs
+    from memvault.observability import logs, tracing
 
     settings = Settings()
     logs.configure(settings.log_level, settings.log_format)
+    if tracing.enabled_by_env():
+        tracing.configure()
     return create_app(settings, urls=handed_urls(settings))
 
 

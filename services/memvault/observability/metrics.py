@@ -28,6 +28,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY, Collector
 
+from memvault.observability import tracing
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -114,6 +116,7 @@ def observe_search(timings_ms: Mapping[str, float], failures: Iterable[str]) -> 
             SEARCH_STAGE_SECONDS.labels(stage).observe(timings_ms[stage] / 1000)
     for failure in failures:
         SEARCH_FAILURES.labels(failure if failure in _KNOWN_FAILURES else "other").inc()
+    tracing.search_span(timings_ms, list(failures))
 
 
 _KNOWN_FAILURES = frozenset({"embedding", "embedding_model_mismatch", "lexical", "dense", "graph", "rerank", "rewrite"})
