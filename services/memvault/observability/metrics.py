@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 from prometheus_client import (
@@ -130,10 +130,10 @@ def observe_job(kind: str, status: str, started: float) -> None:
 
 def observed_embedding(
     provider: str,
-) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
+) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Coroutine[Any, Any, R]]]:
     """For an embedder's ``embed(self, texts, ...)``: its batch size and time."""
 
-    def wrap(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    def wrap(fn: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         @functools.wraps(fn)
         async def embed(*args: P.args, **kwargs: P.kwargs) -> R:
             texts: Sequence[str] = args[1]  # type: ignore[assignment]
