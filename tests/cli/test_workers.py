@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,8 +24,10 @@ from tests.cli.test_cli import (
     ServeRun,
     assert_everything_stopped,
     clean_env,
+    end_all,
     free_port,
     postmaster_pid,
+    processes_using,
     stop,
 )
 from tests.gateway.test_slow_body import open_upload, parse
@@ -87,9 +91,12 @@ def access_pids(run: ServeRun, route: str) -> set[int]:
 
 
 @pytest.fixture
-def folders() -> tuple[Path, Path]:
+def folders() -> Iterator[tuple[Path, Path]]:
+    # Outside tmp_path, as tests/cli/test_cli.py's data_dir explains.
     folder = Path(tempfile.mkdtemp(prefix="memvault-workers-test-"))
-    return folder / "memvault-data", folder / "metrics"
+    yield folder / "memvault-data", folder / "metrics"
+    end_all(processes_using(folder / "memvault-data"))
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.slow
