@@ -25,6 +25,7 @@ from memvault.entities.router import router as entities_router
 from memvault.events.router import router as events_router
 from memvault.forget.router import router as forget_router
 from memvault.gateway import idempotency, openapi, problems
+from memvault.gateway.admission import Admission, AdmissionMiddleware
 from memvault.gateway.middleware import BodyLimitMiddleware, BodyTimeoutMiddleware, RequestIdMiddleware
 from memvault.jobs.dispatch import start_dispatcher
 from memvault.jobs.router import router as jobs_router
@@ -38,6 +39,9 @@ from memvault.memories.router import router as memories_router
 from memvault.namespaces.router import router as namespaces_router
 from memvault.oauth.router import router as oauth_router
 from memvault.oauth.router import users_router
+from memvault.observability import metrics, tracing
+from memvault.observability.router import router as metrics_router
+from memvault.observability.tracing import TracingMiddleware
 from memvault.portability.router import router as portability_router
 from memvault.retrieval.rerank import Reranker, build_reranker
 from memvault.retrieval.rewrite import QueryRewriter, build_rewriter
@@ -67,6 +71,9 @@ def create_app(
         rr = reranker or build_reranker(settings)
         rw = rewriter or build_rewriter(settings)
         db = Database(urls or database_urls(settings), pool_size=settings.db_pool_size)
+        app.state.database = db  # for /metrics' queue depth
+        metrics.track_pool(db.app_engine, "app", settings.db_pool_size)
+        metrics.IN_FLIGHT_LIMIT.inc(admission.limit)
         emb = embedder or build_embedder(settings)
         load = getattr(emb, "load", None)
         if load is not None:
@@ -123,6 +130,10 @@ def create_app(
             if rewriter is None and rw is not None:
                 await rw.aclose()
             await db.dispose()
+            metrics.untrack_pool("app", settings.db_pool_size)
+            metrics.IN_FLIGHT_LIMIT.dec(admission.limit)
+            metrics.process_exited()
+            tracing.flush()
 
     app = FastAPI(
         title="memvault",
@@ -140,6 +151,10 @@ def create_app(
     app.add_middleware(
         BodyTimeoutMiddleware, timeout_s=settings.body_read_timeout_s, min_rate=settings.body_min_rate
     )
+    # Inside the request id: a refusal carries an id and is logged like any answer.
+    app.state.admission = admission = Admission(settings.max_in_flight)
+    app.add_middleware(AdmissionMiddleware, admission=admission)
+    app.add_middleware(TracingMiddleware)  # passes straight through unless tracing is configured
     app.add_middleware(RequestIdMiddleware)
     for router in (
         status_router,
@@ -156,6 +171,7 @@ def create_app(
         maintenance_router,
         users_router,
         oauth_router,
+        metrics_router,
     ):
         app.include_router(router)
 

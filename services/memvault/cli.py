@@ -41,10 +41,9 @@ def _exit_on_sigterm(signum: int, frame: Any) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
-
-    from memvault.app import create_app
+    from memvault import serving
     from memvault.db.session import Database
+    from memvault.observability import logs
     from memvault.operator import bootstrap, prepare_database
 
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again. With the default action
@@ -52,7 +51,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # (stopped by one) would outlive it; exit normally instead, here and during start-up.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     settings = _settings(args)
-    _logging(settings)
+    logs.configure(settings.log_level, settings.log_format)
+    workers = serving.worker_count(args.workers, settings)
     urls = prepare_database(settings)
 
     async def first_start() -> Any:
@@ -71,6 +71,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"  API docs   {base}/docs",
         f"  Status     {base}/v1/status",
         f"  MCP        {base}/mcp",
+        f"  Workers    {workers} process{'es' if workers > 1 else ''}",
     ]
     if created is not None:
         lines += [
@@ -80,12 +81,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             f"  {created.api_key}",
         ]
     print("\n".join(lines), flush=True)
-    app = create_app(settings, urls=urls)
     # Ctrl-C: uvicorn has already shut down gracefully when it raises SIGINT again; no traceback.
     with contextlib.suppress(KeyboardInterrupt):
-        uvicorn.run(
-            app, host=settings.host, port=settings.port, log_level=settings.log_level.lower(), proxy_headers=True
-        )
+        serving.run(settings, urls, workers)
     return 0
 
 
@@ -289,6 +287,13 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return stdio_main(settings, args.url, args.profile or settings.mcp_profile)
 
 
+def _positive(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memvault", description="Long-term memory for AI agents.")
     parser.add_argument("--version", action="version", version=f"memvault {__version__}")
@@ -300,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the API server (embedded database unless MEMVAULT_DATABASE_URL)")
     serve.add_argument("--host", help="bind address (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8080)")
+    serve.add_argument(
+        "--workers", type=_positive, help="processes sharing the port (default MEMVAULT_WORKERS, else one per CPU core)"
+    )
     db_opts(serve)
     serve.set_defaults(func=cmd_serve)
 

@@ -187,6 +187,27 @@ class Settings(BaseSettings):
         "A placeholder: operators set their own address.",
     )
     log_level: str = Field(default="INFO")
+    # Serving and observability (docs/operations.md, "Workers, overload, metrics and logs").
+    workers: int | None = Field(
+        default=None, ge=1, description="`memvault serve` processes sharing the port. Unset: one per CPU core."
+    )
+    max_in_flight: int = Field(
+        default=32,
+        ge=1,
+        description="Requests each process serves at once; more get 503 `overloaded` with Retry-After at once, "
+        "and /readyz answers 503 while the process is full.",
+    )
+    shutdown_timeout_s: int = Field(
+        default=30, ge=1, description="On SIGTERM, how long in-flight requests may take to finish before they are cut."
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token a /metrics scrape must send. Unset: /metrics answers loopback clients only.",
+    )
+    log_format: Literal["auto", "text", "json"] = Field(
+        default="auto",
+        description="`memvault serve` logs: JSON lines, text, or `auto` (text in a terminal, else JSON).",
+    )
 
     # MCP.
     mcp_profile: Literal["core", "extended"] = Field(

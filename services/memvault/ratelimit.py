@@ -108,6 +108,11 @@ class RateLimiter:
                 log.warning("rate limit storage unavailable (%s); %s not limited", exc, limit.name)
                 return
             retry = max(1, math.ceil(stats.reset_time - time.time()))
+            # Imported here, not at the top: config.py imports this module, and `memvault serve`'s
+            # parent must not load the metrics before it has set up their multiprocess folder.
+            from memvault.observability import metrics
+
+            metrics.RATE_LIMITED.labels(limit.name).inc()
             raise RateLimited(f"Too many {what}; retry in {retry} s.", retry_after=retry)
 
     async def clear(self, limit: Limit, *key: str) -> None:

@@ -326,7 +326,7 @@ def serve(data_dir: Path, workdir: Path, tag: str) -> ServeRun:
     out, err = workdir / f"{tag}.out", workdir / f"{tag}.err"
     with out.open("wb") as o, err.open("wb") as e:
         proc = subprocess.Popen(
-            [str(MEMVAULT), "serve", "--port", str(port), "--data-dir", str(data_dir)],
+            [str(MEMVAULT), "serve", "--workers", "1", "--port", str(port), "--data-dir", str(data_dir)],
             cwd=workdir,
             env=clean_env(HF_HUB_OFFLINE="1"),
             stdout=o,

@@ -49,7 +49,7 @@ def serve(data_dir: Path, workdir: Path) -> ServeRun:
     out, err = workdir / "serve.out", workdir / "serve.err"
     with out.open("wb") as o, err.open("wb") as e:
         proc = subprocess.Popen(
-            [str(MEMVAULT), "serve", "--port", str(port), "--data-dir", str(data_dir)],
+            [str(MEMVAULT), "serve", "--workers", "1", "--port", str(port), "--data-dir", str(data_dir)],
             cwd=workdir,
             env=clean_env(**SERVE_ENV),
             stdout=o,

@@ -31,6 +31,7 @@ from typing import Any, Literal
 from memvault.embeddings.base import QueryCache
 from memvault.embeddings.microbatch import MicroBatcher
 from memvault.embeddings.turns import FairTurns
+from memvault.observability.metrics import observed_embedding
 
 log = logging.getLogger(__name__)
 
@@ -295,6 +296,7 @@ class LocalEmbedder:
         vectors: list[list[float]] = pooled.tolist()
         return vectors
 
+    @observed_embedding("local")
     async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:
         if not texts:
             return []

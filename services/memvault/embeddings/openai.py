@@ -7,6 +7,7 @@ from collections.abc import Hashable, Sequence
 import httpx
 
 from memvault.embeddings.base import EmbeddingUnavailable, QueryCache
+from memvault.observability.metrics import observed_embedding
 
 
 class OpenAIEmbedder:
@@ -45,6 +46,7 @@ class OpenAIEmbedder:
             raise EmbeddingUnavailable(f"embedding provider returned vectors of the wrong shape (want {self.dim}-d)")
         return vectors
 
+    @observed_embedding("openai")
     async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:
         # No shared model here to take turns at: each call's requests go out on their own.
         out: list[list[float]] = []

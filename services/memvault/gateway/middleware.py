@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import re
 import time
 import uuid
@@ -16,8 +15,7 @@ from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvault.errors import MemvaultError, PayloadTooLarge, RequestTimeout
-
-log = logging.getLogger("memvault.access")
+from memvault.observability import access, logs
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -46,16 +44,10 @@ class RequestIdMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_with_id)
+            with logs.request_context(rid):
+                await self.app(scope, receive, send_with_id)
         finally:
-            log.info(
-                "%s %s %s %.1fms",
-                scope["method"],
-                scope["path"],
-                status,
-                (time.perf_counter() - started) * 1000,
-                extra={"request_id": rid},
-            )
+            access.record(scope, rid, status, time.perf_counter() - started)
 
 
 async def send_problem(

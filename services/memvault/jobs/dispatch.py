@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import threading
 import uuid
@@ -162,7 +163,8 @@ class ThreadDispatcher:
     async def dispatch(self, tenant_id: uuid.UUID, job_id: uuid.UUID, kind: str) -> None:
         if not self._stopping.is_set() and job_id not in self._pending:
             self._pending.add(job_id)
-            self._pool.submit(self._run, tenant_id, job_id)
+            # In the dispatching request's context: the job's log lines carry its request id.
+            self._pool.submit(contextvars.copy_context().run, self._run, tenant_id, job_id)
 
     async def cancel(self, job_id: uuid.UUID) -> None:
         return None  # when its thread reaches it, the claim finds it cancelled and skips it

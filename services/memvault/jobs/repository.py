@@ -202,3 +202,9 @@ async def get_with_namespace(
         stmt = stmt.with_for_update(of=Job)
     row = (await s.execute(stmt)).first()
     return None if row is None else (row[0], row[1])
+
+
+async def queued_by_kind(s: AsyncSession) -> dict[str, int]:
+    """How many jobs wait to run, by kind, over every tenant (the owner's session: for /metrics)."""
+    rows = await s.execute(select(Job.kind, func.count()).where(Job.status == "queued").group_by(Job.kind))
+    return {kind: int(n) for kind, n in rows.all()}

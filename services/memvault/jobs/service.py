@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -23,6 +24,7 @@ from memvault.jobs import repository as repo
 from memvault.jobs.models import Job
 from memvault.jobs.registry import job_handlers
 from memvault.jobs.schemas import JobOut, JobStatus
+from memvault.observability.metrics import observe_job
 from memvault.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -201,6 +203,7 @@ class JobOps(FacadeBase):
                 return JobOutcome(JobStatus.cancelled)
 
             run = JobRun(self._db, p.tenant_id, job_id, self._settings.job_cancel_poll_s)
+            started = time.perf_counter()
             # Only a row of a kind this version does not know (a newer version's) has no handler.
             name = job_handlers(type(self)).get(job.kind)
             try:
@@ -219,12 +222,14 @@ class JobOps(FacadeBase):
                 log.warning("job %s (%s) attempt %d failed: %s", job_id, job.kind, job.attempts, error, exc_info=True)
                 async with self._db.tenant_tx(p.tenant_id) as tx:
                     await repo.finish(tx.session, p.tenant_id, job_id, status=status, error=error)
+                observe_job(job.kind, status, started)
                 return JobOutcome(status, error=error)
             # A job that noticed the cancel only after its last batch has done all its work: it
             # succeeded. One that stopped early says so in its result.
             status = JobStatus.cancelled if run.cancelled and result.get("cancelled") else JobStatus.succeeded
             async with self._db.tenant_tx(p.tenant_id) as tx:
                 await repo.finish(tx.session, p.tenant_id, job_id, status=status, result=result)
+            observe_job(job.kind, status, started)
             return JobOutcome(status, result)
 
 

@@ -23,6 +23,7 @@ from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 from memvault.memories.service import memory_out
 from memvault.namespaces.schemas import NamespaceSettings, SearchSettings
+from memvault.observability import metrics
 from memvault.principal import Principal
 from memvault.retrieval.chain import owner_read
 from memvault.retrieval.context import ContextIn, ContextOut, pack
@@ -126,7 +127,7 @@ class SearchOps(FacadeBase):
             embedding.add_done_callback(_consume)
         self._accesses.record(p.tenant_id, [h.memory.id for h in hits])
         entities = plan.entities or NamedEntities()
-        return SearchOut(
+        out = SearchOut(
             results=_results(hits, ns, req, neighbours),
             metrics=SearchMetrics(
                 timings_ms={
@@ -149,6 +150,8 @@ class SearchOps(FacadeBase):
                 stages=second.stages,
             ),
         )
+        metrics.observe_search(out.metrics.timings_ms, out.metrics.backend_failures)
+        return out
 
     async def _plan(
         self,

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Request
 
 from memvault.api import Health
 from memvault.errors import NotReady, Unavailable
+from memvault.gateway.admission import Overloaded
 from memvault.gateway.deps import Api, current_principal, optional_auth
 
 router = APIRouter(tags=["status"])
@@ -37,11 +38,19 @@ async def healthz(request: Request) -> dict[str, str]:
 
 
 @router.get("/readyz", include_in_schema=False)
-async def readyz(api: Api) -> dict[str, Any]:
+async def readyz(request: Request, api: Api) -> dict[str, Any]:
     """Readiness: 200 while the database answers, else 503 (problem JSON, code ``not_ready``), so
     that a load balancer or orchestrator stops sending traffic to a replica that cannot serve it.
     Redis is reported, not required: searches and writes go on without it (jobs wait or run in
-    the process), and a Redis outage must not take every replica out of rotation at once."""
+    the process), and a Redis outage must not take every replica out of rotation at once. A
+    process serving as many requests as it admits (MEMVAULT_MAX_IN_FLIGHT) is not ready either,
+    until one finishes: 503 ``overloaded``, so that the balancer sends the next one elsewhere."""
+    admission = getattr(request.app.state, "admission", None)
+    if admission is not None and admission.saturated:
+        raise Overloaded(
+            f"This process serves {admission.in_flight} requests, its limit; it takes more as they finish.",
+            extra={"in_flight": admission.in_flight, "limit": admission.limit},
+        )
     health = await api.health()
     redis = _redis_state(health)
     if not health.database:
