@@ -72,7 +72,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "API + job workers; none: a running deployment at --host",
     )
     p.add_argument("--host", help="with --stack none: the deployment's base URL")
-    p.add_argument("--workers", type=int, default=1, help="API processes (passed to `memvault serve` when > 1)")
+    p.add_argument("--workers", type=int, default=1, help="API processes (`memvault serve --workers`)")
     p.add_argument("--job-workers", type=int, default=1, help="full stack: `memvault worker` processes")
     p.add_argument("--database-url", help="full stack: this PostgreSQL instead of one started here")
     p.add_argument("--redis-url", help="full stack: this Redis instead of a redis-server started here")

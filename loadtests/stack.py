@@ -111,8 +111,8 @@ def api_command(port: int, workers: int, data_dir: Path | None) -> list[str]:
     cmd = [*memvault(), "serve", "--port", str(port)]
     if data_dir is not None:
         cmd += ["--data-dir", str(data_dir)]
-    if workers > 1:  # today's serve runs one process; `--workers` is issue 25's multi-process serving
-        cmd += ["--workers", str(workers)]
+    # Always said: serve's own default is one process per core, and a run must say what it measured.
+    cmd += ["--workers", str(workers)]
     return cmd
 
 
