@@ -26,12 +26,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "services" / "memvault"
 # Files that still hold SQL outside the places above, each because another change owns it. The
 # list only shrinks: test_known_exceptions_still_needed fails when an entry has become clean (or
 # gone), so whoever fixes a file also deletes its line here.
-KNOWN_EXCEPTIONS: dict[str, str] = {
-    # issue 29, item 1: search moves into retrieval/; its statements into retrieval/sql/.
-    "retrieval/hybrid.py": "the search statement, being split into retrieval/sql/ (issue 29, item 1)",
-    "retrieval/lexical.py": "term statistics statements, moving into retrieval/sql/ (issue 29, item 1)",
-    "retrieval/chain.py": "the scope-chain size probe, moving into retrieval/sql/ (issue 29, item 1)",
-}
+KNOWN_EXCEPTIONS: dict[str, str] = {}
 
 # ---- the detector -----------------------------------------------------------------------------
 

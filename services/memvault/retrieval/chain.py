@@ -16,12 +16,11 @@ import time
 import uuid
 from collections import OrderedDict
 
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.memories import repository as memories_repo
-from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
+from memvault.retrieval.sql.chains import chain_size
 
 # A chain of at most this many memories is scored row by row (docs/benchmarks.md).
 SMALL_CHAIN = 1000
@@ -58,13 +57,7 @@ class ReaderChains:
         # The chain alone (the other filters left out): counting stops at the limit, however
         # few rows a filter without an index (a date range) keeps.
         chain = MemoryFilters(user_id=filters.user_id, session_id=filters.session_id)
-        rows = (
-            select(Memory.id)
-            .where(*memories_repo.read_conditions(tenant_id, namespace_id, chain))
-            .limit(SMALL_CHAIN + 1)
-            .subquery("chain")
-        )
-        small = (await s.execute(select(func.count()).select_from(rows))).scalar_one() <= SMALL_CHAIN
+        small = await chain_size(s, tenant_id, namespace_id, chain, up_to=SMALL_CHAIN + 1) <= SMALL_CHAIN
         with self._lock:
             self._known[key] = (now, small)
             self._known.move_to_end(key)

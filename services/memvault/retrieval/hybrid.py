@@ -14,14 +14,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvault.db.session import set_local
 from memvault.retrieval.hits import Hit, SearchOutcome
 from memvault.retrieval.plan import SearchPlan
 from memvault.retrieval.sql.common import RRF_K
 from memvault.retrieval.sql.fusion import Statement
 from memvault.retrieval.sql.settings import search_settings
 from memvault.retrieval.sql.shape import Channels, channels_of, parameters, shape_of
-from memvault.retrieval.sql.statement import statement_for
+from memvault.retrieval.sql.statement import search_rows, statement_for
 
 
 async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
@@ -36,9 +35,8 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
     channels = channels_of(plan)
     shape = shape_of(plan, channels)
     prepared = statement_for(shape)
-    if not plan.settings_set:
-        await set_local(s, search_settings(plan.filters, plan.candidates))
-    rows = (await s.execute(prepared.stmt, parameters(plan, channels, shape))).all()
+    settings = None if plan.settings_set else search_settings(plan.filters, plan.candidates)
+    rows = await search_rows(s, prepared, parameters(plan, channels, shape), settings)
     if channels.active["context"] and not any(row._mapping["n_near"] for row in rows):
         channels.drop_context()
     hits, counts = _hits(rows, prepared, channels, plan.fusion)

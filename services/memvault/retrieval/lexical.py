@@ -18,10 +18,10 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, func
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvault.memories.models import Memory
+from memvault.retrieval.sql.terms import namespace_size, word_counts
 
 # BM25's usual constants: k1 saturates repeated words, b scales by length against the average.
 K1 = 1.2
@@ -85,10 +85,8 @@ class TermStatsCache:
         missing = [lx for lx in lexemes if lx not in known]
         if missing:
             # Counted up to DF_CAP each: a word in that many memories is common whatever its exact
-            # count. Through memvault_word_counts, on the namespace's word index (migration 0013).
-            counts = func.memvault_word_counts(namespace_id, missing, DF_CAP).table_valued("lexeme", "df")
-            found = {lx: df for lx, df in (await s.execute(select(counts.c.lexeme, counts.c.df))).all()}
-            known.update({lx: int(found.get(lx, 0)) for lx in missing})
+            # count.
+            known.update(await word_counts(s, namespace_id, missing, DF_CAP))
             if len(entry.df) + len(missing) > self._max_lexemes:
                 entry.df.clear()
             entry.df.update(known)
@@ -119,10 +117,9 @@ class TermStatsCache:
                 self._entries.popitem(last=False)
 
     async def _count(self, s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> _Entry:
-        live = [Memory.tenant_id == tenant_id, Memory.namespace_id == namespace_id, Memory.superseded_at.is_(None)]
         at = time.monotonic()
-        row = (await s.execute(select(func.count(), func.avg(func.length(Memory.tsv))).where(*live))).one()
-        return _Entry(at=at, n=int(row[0]), avg_len=float(row[1] or 1.0), df={})
+        n, avg_len = await namespace_size(s, tenant_id, namespace_id)
+        return _Entry(at=at, n=n, avg_len=avg_len, df={})
 
 
 def tsquery_text(*lexemes: str) -> str:

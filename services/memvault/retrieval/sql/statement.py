@@ -1,11 +1,15 @@
-"""The search statement, assembled from its stages once per shape."""
+"""The search statement, assembled from its stages once per shape, and run."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.db.session import set_local
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.principal import SYSTEM_TENANT_ID
@@ -33,3 +37,13 @@ def statement_for(shape: Shape) -> Statement:
     pool = candidate_pool(fused, edges)
     ranked = ranked_candidates(shape, candidate_signals(shape, pool))
     return fused_hits(shape, ranked, edges)
+
+
+async def search_rows(
+    s: AsyncSession, prepared: Statement, params: dict[str, Any], settings: dict[str, str] | None
+) -> Sequence[Row[Any]]:
+    """The rows of ``prepared`` run with ``params``, the transaction's ``settings`` set first
+    (None: the caller has set them already)."""
+    if settings is not None:
+        await set_local(s, settings)
+    return (await s.execute(prepared.stmt, params)).all()
