@@ -72,6 +72,12 @@ async def orphaned_jobs(db: Database, *, quiet_before: datetime) -> list[tuple[u
         return await jobs_repo.orphans(s, quiet_before=quiet_before)
 
 
+async def queued_jobs_by_kind(db: Database) -> dict[str, int]:
+    """How many jobs wait to run, by kind, over every tenant: counts only, for /metrics."""
+    async with db.owner() as s:
+        return await jobs_repo.queued_by_kind(s)
+
+
 async def due_maintenance(db: Database, now: datetime, *, limit: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
     """(tenant, namespace) of the namespaces whose periodic maintenance is due, across tenants."""
     async with db.owner() as s:
