@@ -93,3 +93,19 @@ def tour(user: Any) -> None:
     if os.environ.get("MEMVAULT_LOADTEST_TOUR") == "1":
         for fn in dict.fromkeys(user.tasks):
             fn(user)
+
+
+# The longest pause a refusal may ask for; a server asking for more is still retried after this.
+MAX_BACKOFF_S = 10.0
+
+
+def backoff_s(status: int, headers: Any) -> float:
+    """How long a refused request (503 `overloaded`, 429 a rate limit) asks the client to wait, from
+    its Retry-After. A simulated agent waits it out, as the SDK and well-behaved clients do: an
+    agent that retried at once would measure how fast the server can say no, not its capacity."""
+    if status not in (429, 503):
+        return 0.0
+    try:
+        return min(MAX_BACKOFF_S, max(0.0, float(headers.get("retry-after") or 0)))
+    except ValueError:
+        return 1.0

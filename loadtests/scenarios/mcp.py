@@ -11,10 +11,11 @@ import json
 import random
 from typing import Any
 
+import gevent
 from locust import FastHttpUser, task
 from locust.contrib.fasthttp import FastHttpSession
 
-from scenarios.config import Identity, identity, tour
+from scenarios.config import Identity, backoff_s, identity, tour
 from scenarios.rest import wait
 from scenarios.texts import Queries
 
@@ -57,6 +58,8 @@ class McpClient:
         body: dict[str, Any] = {"jsonrpc": "2.0", "id": next(self.ids), "method": method}
         if params is not None:
             body["params"] = params
+        pause = 0.0
+        out: dict[str, Any] | None = None
         with self.client.post(
             "/mcp", data=json.dumps(body), headers=self._headers(), name=f"{self.label} {name}", catch_response=True
         ) as r:
@@ -64,22 +67,28 @@ class McpClient:
                 r.failure(f"{r.status_code}: {(r.text or '')[:200]}")
                 if r.status_code == 404:  # a stateful server forgot the session: start another
                     self.version = self.session_id = None
-                return None
-            try:
-                msg = _message(r)
-            except ValueError:
-                r.failure("not JSON-RPC")
-                return None
-            result = msg.get("result")
-            if "error" in msg or result is None:
-                r.failure(str(msg.get("error"))[:200])
-                return None
-            if method == "tools/call" and result.get("isError"):
-                r.failure(str(result.get("content"))[:200])
-                return None
-            if method == "initialize":
-                self.session_id = r.headers.get("mcp-session-id")
-            return dict(result)
+                pause = backoff_s(r.status_code, r.headers)
+            else:
+                out = self._result(r, method)
+        gevent.sleep(pause)  # outside the request: a refusal's wait is not its response time
+        return out
+
+    def _result(self, r: Any, method: str) -> dict[str, Any] | None:
+        try:
+            msg = _message(r)
+        except ValueError:
+            r.failure("not JSON-RPC")
+            return None
+        result = msg.get("result")
+        if "error" in msg or result is None:
+            r.failure(str(msg.get("error"))[:200])
+            return None
+        if method == "tools/call" and result.get("isError"):
+            r.failure(str(result.get("content"))[:200])
+            return None
+        if method == "initialize":
+            self.session_id = r.headers.get("mcp-session-id")
+        return dict(result)
 
     def open(self) -> bool:
         self.version = self.session_id = None

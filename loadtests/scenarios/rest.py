@@ -7,10 +7,11 @@ import random
 from collections import defaultdict, deque
 from typing import Any
 
+import gevent
 from locust import FastHttpUser, task
 from locust.contrib.fasthttp import FastHttpSession
 
-from scenarios.config import Identity, identity, think_s, tour
+from scenarios.config import Identity, backoff_s, identity, think_s, tour
 from scenarios.texts import Queries
 
 TYPES = ["fact", "preference", "event", "decision", "note"]
@@ -35,17 +36,21 @@ class RestOps:
         return f"/v1/namespaces/{self.who.namespace}"
 
     def send(self, method: str, path: str, op: str, body: Any = None, ok: tuple[int, ...] = (200,)) -> Any:
+        pause = 0.0
         with self.client.request(
             method, path, json=body, headers=self.who.headers, name=f"{self.label} {op}", catch_response=True
         ) as r:
             if r.status_code not in ok:
                 r.failure(f"{r.status_code}: {(r.text or '')[:200]}")
-                return None
-            try:
-                return r.json() if r.text else None
-            except ValueError:
-                r.failure("not JSON")
-                return None
+                pause = backoff_s(r.status_code, r.headers)
+            else:
+                try:
+                    return r.json() if r.text else None
+                except ValueError:
+                    r.failure("not JSON")
+                    return None
+        gevent.sleep(pause)  # outside the request: the wait is not its response time
+        return None
 
     def memory(self) -> dict[str, Any]:
         turn = self.queries.sentence()
