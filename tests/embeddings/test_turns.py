@@ -67,18 +67,22 @@ class TestFairness:
 
 @pytest.mark.slow  # loads a second copy of the model and embeds long texts
 class TestSameVectors:
-    async def test_vectors_are_bit_for_bit_those_of_sentence_transformers_batches(
-        self, embedder: LocalEmbedder
-    ) -> None:
-        """Sliced into turns or not, each text gets exactly the vector `encode(batch_size=64)` gives
-        it (mixed lengths, so batches are padded, and long texts, so batches are sliced)."""
+    async def test_vectors_are_those_of_sentence_transformers_batches(self, embedder: LocalEmbedder) -> None:
+        """Sliced into turns or not, each text gets the vector `encode(batch_size=64)` gives it
+        (mixed lengths, so batches are padded, and long texts, so batches are sliced), to float32
+        rounding: torch picks its matrix kernels by shape, so a slice of 5 rows and encode's batch
+        of 64 may round the last bit differently (1.6e-7 for 4 of 108 rows with torch 2.13 and
+        transformers 5.24; bit for bit with the versions before). A slicing or masking mistake
+        would move a vector by orders of magnitude more."""
         texts = mixed_texts(100) + [f"{i} {LONG}" for i in range(8)]
         model = SentenceTransformer(resolve_model_path(embedder.model_id), device="cpu")
 
         ours = await embedder.embed(texts, tenant="a")
         theirs = model.encode(texts, batch_size=64, normalize_embeddings=True, convert_to_numpy=True)
 
-        assert np.array_equal(np.asarray(ours, dtype=np.float32), theirs)
+        ours_array = np.asarray(ours, dtype=np.float32)
+        assert np.abs(ours_array - theirs).max() <= 1e-6
+        assert np.einsum("ij,ij->i", ours_array, theirs).min() >= 1 - 1e-6
 
     async def test_concurrent_calls_get_the_vectors_they_get_alone(self, embedder: LocalEmbedder) -> None:
         first, second = mixed_texts(70), [f"{i} {LONG}" for i in range(12)]
