@@ -22,6 +22,10 @@ from tests.conftest import Tenant
 # /mcp checks its bearer in its own endpoint and speaks JSON-RPC, not REST: tests/mcp covers it.
 MCP_ROUTES = {(method, path) for method in ("GET", "POST", "DELETE") for path in ("/mcp", "/mcp/")}
 
+# The operator's scrape: no API key opens it; a token of its own or a client on this machine does
+# (docs/operations.md, "Metrics"), and tests/observability/test_metrics.py covers both.
+OPERATOR_ROUTES = {("GET", "/metrics")}
+
 # Routes anyone may call. Everything else the app serves must be in REQUIRED_SCOPE.
 PUBLIC = {
     ("GET", "/healthz"),
@@ -124,7 +128,7 @@ def _served_routes() -> list[tuple[str, str]]:
         for method in ctx.methods or ()
         if method != "HEAD"
     }
-    return sorted(served - PUBLIC - MCP_ROUTES)
+    return sorted(served - PUBLIC - MCP_ROUTES - OPERATOR_ROUTES)
 
 
 PROTECTED = _served_routes()
