@@ -37,6 +37,9 @@ R = TypeVar("R")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
 STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 JOB_BUCKETS = (0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 1800.0)
+# A free pooled connection comes in well under a millisecond (the pre-ping included); the pool's
+# checkout timeout (30 s) bounds the tail.
+POOL_WAIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 # The route label of a request no route matched (a 404): one value, whatever the path was.
 UNMATCHED = "<unmatched>"
@@ -91,6 +94,12 @@ POOL_SIZE = Gauge(
     "Connections each pool keeps (before overflow), summed over live processes.",
     ["pool"],
     multiprocess_mode="livesum",
+)
+POOL_WAIT_SECONDS = Histogram(
+    "memvault_db_pool_wait_seconds",
+    "Time a transaction waited to check a connection out of the pool (its pre-ping included).",
+    ["pool"],
+    buckets=POOL_WAIT_BUCKETS,
 )
 JOB_SECONDS = Histogram(
     "memvault_job_duration_seconds",
@@ -164,6 +173,10 @@ def track_pool(engine: Any, name: str, size: int) -> None:
     @event.listens_for(pool, "checkin")
     def _checkin(dbapi_conn: Any, record: Any) -> None:
         in_use.dec()
+
+
+def observe_pool_wait(name: str, seconds: float) -> None:
+    POOL_WAIT_SECONDS.labels(name).observe(seconds)
 
 
 def untrack_pool(name: str, size: int) -> None:
