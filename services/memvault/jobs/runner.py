@@ -23,9 +23,13 @@ from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import Embedder
 from memvault.errors import DatabaseUnavailable
 from memvault.jobs.service import JobOutcome
+from memvault.observability import logs
 from memvault.principal import Principal
 
 log = logging.getLogger(__name__)
+
+# The RQ job's meta key for the id of the request that enqueued it (dispatch.RQDispatcher sets it).
+REQUEST_ID_META = "request_id"
 
 
 class JobFailed(Exception):
@@ -132,8 +136,14 @@ def worker_context(settings: Settings | None = None) -> JobContext:
 
 
 def run_job(tenant_id: str, job_id: str) -> dict[str, Any]:
-    """The RQ job function: run one memvault job by id."""
-    outcome = execute(worker_context(), uuid.UUID(tenant_id), uuid.UUID(job_id))
+    """The RQ job function: run one memvault job by id, its log lines carrying the id of the
+    request that enqueued it (the RQ job's meta), as in-process jobs' do."""
+    from rq import get_current_job
+
+    rq_job = get_current_job()
+    rid = rq_job.meta.get(REQUEST_ID_META) if rq_job is not None else None
+    with logs.request_context(rid if isinstance(rid, str) else None):
+        outcome = execute(worker_context(), uuid.UUID(tenant_id), uuid.UUID(job_id))
     if outcome.retry:
         raise JobFailed(outcome.error)
     return {"status": outcome.status, **outcome.result}
