@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -24,6 +25,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    start_http_server,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY, Collector
@@ -210,6 +212,15 @@ def render(queue_depth: Mapping[str, int]) -> tuple[bytes, str]:
     scraped = CollectorRegistry()
     scraped.register(_Scraped(lambda: queue_depth))
     return generate_latest(registry) + generate_latest(scraped), CONTENT_TYPE_LATEST
+
+
+def serve_own(port: int, host: str = "127.0.0.1") -> WSGIServer:
+    """Serve this process's own samples over HTTP on a thread of their own: `memvault worker
+    --metrics-port`, for a worker no server on its host can sum in (see ``multiprocess_dir``).
+    The default registry reads this process's values in multiprocess mode too, so a worker that
+    also writes to a shared folder is not counted twice by its own port."""
+    server, _thread = start_http_server(port, addr=host, registry=REGISTRY)
+    return server
 
 
 def process_exited() -> None:
