@@ -18,7 +18,6 @@ from sqlalchemy.pool import NullPool
 
 from memvault.db.urls import DatabaseUrls
 from memvault.errors import DatabaseUnavailable
-from memvault.observability import metrics
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +116,8 @@ class TenantTx:
 class Database:
     def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10, pooled: bool = True) -> None:
         self.urls = urls
-        self._pooled = pooled
+        # Told how long each request transaction waited for its connection (the app's pool metric).
+        self.on_pool_wait: Callable[[float], None] | None = None
         cache_long_statements()
         # Unpooled for jobs: each runs in its own short-lived event loop, and a pooled asyncio
         # connection belongs to the loop that opened it.
@@ -185,8 +185,8 @@ class Database:
         the load shows as requests waiting here (``memvault_db_pool_wait_seconds``)."""
         started = time.perf_counter()
         await session.connection()
-        if self._pooled:  # unpooled (jobs): the time to connect, not a wait; not the pool's metric
-            metrics.observe_pool_wait("app", time.perf_counter() - started)
+        if self.on_pool_wait is not None:
+            self.on_pool_wait(time.perf_counter() - started)
 
     @asynccontextmanager
     async def owner(self) -> AsyncIterator[AsyncSession]:
