@@ -73,6 +73,7 @@ def create_app(
         db = Database(urls or database_urls(settings), pool_size=settings.db_pool_size)
         app.state.database = db  # for /metrics' queue depth
         metrics.track_pool(db.app_engine, "app", settings.db_pool_size)
+        db.on_pool_wait = lambda seconds: metrics.observe_pool_wait("app", seconds)
         metrics.IN_FLIGHT_LIMIT.inc(admission.limit)
         emb = embedder or build_embedder(settings)
         load = getattr(emb, "load", None)

@@ -106,6 +106,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    shared = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if shared:  # the job metrics go there, opened as the job modules load: it must exist first
+        Path(shared).mkdir(parents=True, exist_ok=True)
     from memvault.jobs import QUEUES
     from memvault.jobs.runner import serve_worker
 
@@ -113,7 +116,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if unknown:
         print(f"unknown queue(s): {', '.join(sorted(unknown))}; known: {', '.join(QUEUES)}", file=sys.stderr)
         return 2
-    serve_worker(settings, args.queues or QUEUES)
+    serve_worker(settings, args.queues or QUEUES, metrics_port=args.metrics_port, metrics_host=args.metrics_host)
     return 0
 
 
@@ -317,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run background jobs from Redis (needs MEMVAULT_REDIS_URL)")
     worker.add_argument("--queues", nargs="*", help="queues to listen on (default: all)")
+    worker.add_argument("--metrics-port", type=int, help="serve this worker's job metrics on this port (default: none)")
+    worker.add_argument("--metrics-host", default="127.0.0.1", help="address for --metrics-port (default 127.0.0.1)")
     worker.set_defaults(func=cmd_worker)
 
     scheduler = sub.add_parser(

@@ -65,13 +65,16 @@ def handed_urls(settings: Settings) -> DatabaseUrls | None:
 def metrics_dir(workers: int) -> Iterator[None]:
     """prometheus_client's multiprocess mode for more than one worker: a folder where each writes
     its samples, emptied at start (the library's rule: files of an earlier run would be summed
-    in). One of ours, removed at exit, unless the operator named one in PROMETHEUS_MULTIPROC_DIR."""
+    in). One of ours, removed at exit, unless the operator named one in PROMETHEUS_MULTIPROC_DIR;
+    there the files of live processes stay: `memvault worker`s on this host writing to the same
+    folder, whose job metrics this server's scrape then includes."""
     given = os.environ.get(MULTIPROC_ENV)
     if given:
         folder = Path(given)
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.glob("*.db"):
-            stale.unlink()
+            if not _alive(stale):
+                stale.unlink()
         yield
         return
     if workers == 1:
@@ -83,6 +86,22 @@ def metrics_dir(workers: int) -> Iterator[None]:
         yield
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(samples: Path) -> bool:
+    """Whether the process that writes ``samples`` (prometheus_client names them ``<kind>_<pid>.db``)
+    still runs: a live process keeps writing to the file it opened, so deleting it would lose them."""
+    try:
+        pid = int(samples.stem.rsplit("_", 1)[1])
+    except (IndexError, ValueError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 def worker_app() -> FastAPI:

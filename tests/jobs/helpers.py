@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,7 @@ class Worker:
         recover: bool,
         command: str = "worker",
         env: dict[str, str] | None = None,
+        args: Sequence[str] = (),
     ) -> None:
         env = {
             **os.environ,
@@ -83,7 +85,7 @@ class Worker:
         self.log = log
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "memvault.cli", command],
+                [sys.executable, "-m", "memvault.cli", command, *args],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -112,7 +114,8 @@ def start(
     recover: bool,
     command: str = "worker",
     env: dict[str, str] | None = None,
+    args: Sequence[str] = (),
 ) -> Worker:
-    w = Worker(settings, redis_url, tmp_path / f"{command}.log", recover=recover, command=command, env=env)
+    w = Worker(settings, redis_url, tmp_path / f"{command}.log", recover=recover, command=command, env=env, args=args)
     workers.append(w)
     return w

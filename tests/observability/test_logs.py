@@ -1,6 +1,6 @@
 """The access log over real HTTP: one line per request with its id, tenant, key, door, route,
 status and duration, as JSON or as text; and the lines of a job a request started carry the
-request's id."""
+request's id, whether the job runs on the server's threads or in an RQ worker."""
 
 from __future__ import annotations
 
@@ -15,11 +15,16 @@ from typing import Any
 
 import httpx
 import pytest
+from redis import Redis
+from rq import Queue, SimpleWorker
+from rq.timeouts import TimerDeathPenalty
 
 from memvault.app import create_app
 from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
+from memvault.jobs import QUEUES, runner
+from memvault.jobs.runner import JobContext, LoopBoundEmbedder
 from memvault.observability import logs
 from tests.conftest import Tenant, running
 from tests.servers import served
@@ -129,6 +134,55 @@ class TestJobLogs:
                 await asyncio.sleep(0.1)
 
         # The job's own lines (not the access lines of the polls that name it).
+        job_lines = [
+            e for e in json_lines(captured) if job_id in e["event"] and e["logger"].startswith("memvault.jobs")
+        ]
+        assert job_lines, captured.getvalue()[-2000:]
+        assert all(e.get("request_id") == rid for e in job_lines), job_lines
+
+
+class ThreadedRQWorker(SimpleWorker):
+    """RQ's in-process worker (the kind `memvault worker` runs) on a test thread, which may not
+    install signal handlers; a timer thread, not SIGALRM, enforces job timeouts."""
+
+    death_penalty_class = TimerDeathPenalty
+
+    def _install_signal_handlers(self) -> None:
+        return None
+
+
+class TestRQJobLogs:
+    async def test_an_rq_worker_logs_the_job_with_the_id_of_the_request_that_enqueued_it(
+        self,
+        client: httpx.AsyncClient,
+        tenant_a: Tenant,
+        settings: Settings,
+        pg_urls: DatabaseUrls,
+        embedder: LocalEmbedder,
+        redis_url: str,
+        captured: io.StringIO,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        logs.configure("INFO", "json", captured)
+        rid = f"req-rq-{uuid.uuid4().hex[:8]}"
+        resp = await client.post(  # the app with a Redis URL: the job goes onto an RQ queue
+            f"/v1/namespaces/{tenant_a.namespace}/events",
+            json={"session_id": "s1", "messages": [{"role": "user", "content": "I moved to Porto last winter."}]},
+            headers={**tenant_a.headers, "X-Request-ID": rid},
+        )
+        assert resp.status_code == 202, resp.text
+        job_id = resp.json()["job_id"]
+        # The worker's job context, as `memvault worker` builds it, on the test's database and model.
+        here = JobContext(settings, pg_urls, LoopBoundEmbedder(embedder, asyncio.get_running_loop()))
+        monkeypatch.setattr(runner, "_context", here)
+        conn = Redis.from_url(redis_url)
+        worker = ThreadedRQWorker([Queue(name, connection=conn) for name in QUEUES], connection=conn)
+
+        await asyncio.to_thread(worker.work, burst=True)
+        conn.close()
+
+        job = await client.get(f"/v1/jobs/{job_id}", headers=tenant_a.headers)
+        assert job.json()["status"] == "succeeded", (job.json(), captured.getvalue()[-2000:])
         job_lines = [
             e for e in json_lines(captured) if job_id in e["event"] and e["logger"].startswith("memvault.jobs")
         ]

@@ -81,6 +81,20 @@ class TestScrape:
         assert "memvault_rate_limit_refusals_total" in after
         assert "memvault_job_duration_seconds_count" in after or "memvault_job_duration_seconds" in after
 
+    async def test_each_request_transaction_records_its_wait_for_a_pooled_connection(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        before = await scrape(client)
+        await some_traffic(client, tenant_a)
+
+        after = await scrape(client)
+
+        waits = value(after, "memvault_db_pool_wait_seconds_count", pool="app")
+        assert waits - value(before, "memvault_db_pool_wait_seconds_count", pool="app") >= 2  # a store, a search
+        assert value(after, "memvault_db_pool_wait_seconds_sum", pool="app") > 0
+        # An idle pool hands a connection out at once: every wait so far is within the 30 s bucket.
+        assert value(after, "memvault_db_pool_wait_seconds_bucket", pool="app", le="30.0") == waits
+
     async def test_a_made_up_path_adds_no_label_value(self, client: httpx.AsyncClient) -> None:
         await client.get("/metrics")
         before = await scrape(client)

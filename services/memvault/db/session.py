@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -115,6 +116,8 @@ class TenantTx:
 class Database:
     def __init__(self, urls: DatabaseUrls, *, pool_size: int = 10, pooled: bool = True) -> None:
         self.urls = urls
+        # Told how long each request transaction waited for its connection (the app's pool metric).
+        self.on_pool_wait: Callable[[float], None] | None = None
         cache_long_statements()
         # Unpooled for jobs: each runs in its own short-lived event loop, and a pooled asyncio
         # connection belongs to the loop that opened it.
@@ -155,6 +158,7 @@ class Database:
         commit; an exception rolls back and drops them.
         """
         async with _reachable(), self._sessions() as session, session.begin():
+            await self._check_out(session)
             if snapshot:
                 # One consistent view across many statements (an export that pages through tables).
                 await session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
@@ -173,7 +177,16 @@ class Database:
     async def unscoped(self) -> AsyncIterator[AsyncSession]:
         """An app-role session with no tenant: RLS shows it nothing. For the key lookup function."""
         async with _reachable(), self._sessions() as session, session.begin():
+            await self._check_out(session)
             yield session
+
+    async def _check_out(self, session: AsyncSession) -> None:
+        """Take the session's connection now, timing the wait for a free one: a pool too small for
+        the load shows as requests waiting here (``memvault_db_pool_wait_seconds``)."""
+        started = time.perf_counter()
+        await session.connection()
+        if self.on_pool_wait is not None:
+            self.on_pool_wait(time.perf_counter() - started)
 
     @asynccontextmanager
     async def owner(self) -> AsyncIterator[AsyncSession]:

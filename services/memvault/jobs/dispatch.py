@@ -25,7 +25,8 @@ from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import Embedder
 from memvault.errors import DatabaseUnavailable
 from memvault.jobs import QUEUES, queue_for
-from memvault.jobs.runner import JobContext, LoopBoundEmbedder, execute, orphaned_jobs
+from memvault.jobs.runner import REQUEST_ID_META, JobContext, LoopBoundEmbedder, execute, orphaned_jobs
+from memvault.observability import logs
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class RQDispatcher:
 
         s = self._settings
         retries = s.job_max_attempts - 1
+        rid = logs.current_request_id()  # dispatch's to_thread carries the request's context here
         self._queues[queue_for(kind)].enqueue(
             RUN_JOB,
             str(tenant_id),
@@ -75,6 +77,7 @@ class RQDispatcher:
             job_timeout=s.job_timeout_s,
             failure_ttl=FAILED_TTL_S,
             description=f"memvault {kind} {job_id}",
+            meta={REQUEST_ID_META: rid} if rid else None,
         )
 
     def remove(self, job_id: uuid.UUID) -> bool:

@@ -23,9 +23,13 @@ from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import Embedder
 from memvault.errors import DatabaseUnavailable
 from memvault.jobs.service import JobOutcome
+from memvault.observability import logs, metrics
 from memvault.principal import Principal
 
 log = logging.getLogger(__name__)
+
+# The RQ job's meta key for the id of the request that enqueued it (dispatch.RQDispatcher sets it).
+REQUEST_ID_META = "request_id"
 
 
 class JobFailed(Exception):
@@ -132,8 +136,14 @@ def worker_context(settings: Settings | None = None) -> JobContext:
 
 
 def run_job(tenant_id: str, job_id: str) -> dict[str, Any]:
-    """The RQ job function: run one memvault job by id."""
-    outcome = execute(worker_context(), uuid.UUID(tenant_id), uuid.UUID(job_id))
+    """The RQ job function: run one memvault job by id, its log lines carrying the id of the
+    request that enqueued it (the RQ job's meta), as in-process jobs' do."""
+    from rq import get_current_job
+
+    rq_job = get_current_job()
+    rid = rq_job.meta.get(REQUEST_ID_META) if rq_job is not None else None
+    with logs.request_context(rid if isinstance(rid, str) else None):
+        outcome = execute(worker_context(), uuid.UUID(tenant_id), uuid.UUID(job_id))
     if outcome.retry:
         raise JobFailed(outcome.error)
     return {"status": outcome.status, **outcome.result}
@@ -161,10 +171,13 @@ def _sweep_every(dispatcher: Any, urls: DatabaseUrls, interval_s: float, stoppin
             _sweep(dispatcher, urls, timedelta(seconds=interval_s))
 
 
-def serve_worker(settings: Settings, queues: Sequence[str]) -> None:
+def serve_worker(
+    settings: Settings, queues: Sequence[str], *, metrics_port: int | None = None, metrics_host: str = "127.0.0.1"
+) -> None:
     """`memvault worker`: load the model, enqueue again what stopped workers or a failed enqueue
     left, then take jobs until SIGTERM or SIGINT, sweeping for such jobs every
-    ``job_sweep_interval_s``.
+    ``job_sweep_interval_s``. Its job metrics go to PROMETHEUS_MULTIPROC_DIR when that is set (a
+    server's scrape on the same host sums them in), and are served on ``metrics_port`` if given.
 
     A SimpleWorker runs jobs in this process rather than a fork per job: the embedding model is
     loaded once, and torch is not carried across a fork. A SIGKILL mid-job leaves its row
@@ -180,6 +193,9 @@ def serve_worker(settings: Settings, queues: Sequence[str]) -> None:
 
     from memvault.jobs.dispatch import RQDispatcher
 
+    if metrics_port is not None:
+        metrics.serve_own(metrics_port, metrics_host)
+        log.info("job metrics on http://%s:%d/metrics", metrics_host, metrics_port)
     ctx = worker_context(settings)
     dispatcher = RQDispatcher(settings)
     stopping = threading.Event()
@@ -218,3 +234,4 @@ def serve_worker(settings: Settings, queues: Sequence[str]) -> None:
         stopping.wait(backoff)
         backoff = min(backoff * 2, 30.0)
     stopping.set()
+    metrics.process_exited()

@@ -58,7 +58,17 @@ def configure(level: str, fmt: Format = "auto", stream: TextIO | None = None) ->
 
 
 @contextmanager
-def request_context(request_id: str) -> Iterator[None]:
-    """Every line logged while a request is served, and by jobs it starts, carries its id."""
+def request_context(request_id: str | None) -> Iterator[None]:
+    """Every line logged while a request is served, and by jobs it starts, carries its id.
+    ``None`` (work no request started): nothing to carry."""
+    if request_id is None:
+        yield
+        return
     with structlog.contextvars.bound_contextvars(request_id=request_id):
         yield
+
+
+def current_request_id() -> str | None:
+    """The id of the request being served here, for work handed to another process (an RQ job)."""
+    rid = structlog.contextvars.get_contextvars().get("request_id")
+    return rid if isinstance(rid, str) else None

@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, ParamSpec, TypeVar
+from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -24,6 +25,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
     multiprocess,
+    start_http_server,
 )
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY, Collector
@@ -37,6 +39,9 @@ R = TypeVar("R")
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 10.0)
 STAGE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 JOB_BUCKETS = (0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 1800.0)
+# A free pooled connection comes at once, bar the pre-ping's round trip; the pool's
+# checkout timeout (30 s) bounds the tail.
+POOL_WAIT_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 # The route label of a request no route matched (a 404): one value, whatever the path was.
 UNMATCHED = "<unmatched>"
@@ -91,6 +96,12 @@ POOL_SIZE = Gauge(
     "Connections each pool keeps (before overflow), summed over live processes.",
     ["pool"],
     multiprocess_mode="livesum",
+)
+POOL_WAIT_SECONDS = Histogram(
+    "memvault_db_pool_wait_seconds",
+    "Time a transaction waited to check a connection out of the pool (its pre-ping included).",
+    ["pool"],
+    buckets=POOL_WAIT_BUCKETS,
 )
 JOB_SECONDS = Histogram(
     "memvault_job_duration_seconds",
@@ -166,6 +177,10 @@ def track_pool(engine: Any, name: str, size: int) -> None:
         in_use.dec()
 
 
+def observe_pool_wait(name: str, seconds: float) -> None:
+    POOL_WAIT_SECONDS.labels(name).observe(seconds)
+
+
 def untrack_pool(name: str, size: int) -> None:
     POOL_SIZE.labels(name).dec(size)
 
@@ -197,6 +212,15 @@ def render(queue_depth: Mapping[str, int]) -> tuple[bytes, str]:
     scraped = CollectorRegistry()
     scraped.register(_Scraped(lambda: queue_depth))
     return generate_latest(registry) + generate_latest(scraped), CONTENT_TYPE_LATEST
+
+
+def serve_own(port: int, host: str = "127.0.0.1") -> WSGIServer:
+    """Serve this process's own samples over HTTP on a thread of their own: `memvault worker
+    --metrics-port`, for a worker no server on its host can sum in (see ``multiprocess_dir``).
+    The default registry reads this process's values in multiprocess mode too, so a worker that
+    also writes to a shared folder is not counted twice by its own port."""
+    server, _thread = start_http_server(port, addr=host, registry=REGISTRY)
+    return server
 
 
 def process_exited() -> None:
