@@ -102,7 +102,9 @@ class TestRedisRestart:
             await asyncio.sleep(3)  # the worker loads its model meanwhile; jobs pile up on the queue
             own_redis.kill()  # every job waiting on the queue is gone with it
             phase["name"] = "down"
-            await asyncio.sleep(2)
+            # Longer than the worker's first wait (1 s) before it starts RQ's loop again: it must
+            # survive finding Redis still down then, too.
+            await asyncio.sleep(4)
             own_redis.start()
             phase["name"] = "back"
             await asyncio.sleep(2)

@@ -218,8 +218,10 @@ def serve_worker(
     backoff = 1.0
     while not stopping.is_set():
         began = time.monotonic()
-        worker = Worker([Queue(name, connection=conn) for name in queues], connection=conn)
         try:
+            # Inside the try: RQ names its connection to Redis when the worker is built, which
+            # fails the same way while Redis is still down.
+            worker = Worker([Queue(name, connection=conn) for name in queues], connection=conn)
             worker.work(with_scheduler=True)
         except RedisError as exc:
             log.warning("worker lost Redis: %s", exc)
