@@ -12,7 +12,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+from stack import free_port  # the load test's own; this script runs from loadtests/ like it
 
 MEMVAULT = Path(sys.executable).with_name("memvault")
 WORDS = [
@@ -50,12 +50,6 @@ WORDS = [
     "marathon",
     "recipe",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(data: Path, workers: int, log: Path) -> tuple[subprocess.Popen[bytes], str, str]:
