@@ -27,6 +27,7 @@ from memvault.memories.service import MemoryOps
 from memvault.namespaces.service import NamespaceOps
 from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
+from memvault.operations import operation
 from memvault.operator import OperatorOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import Principal
@@ -82,6 +83,7 @@ class NamespaceAPI(
             embedded_database=self._db.urls.embedded,
         )
 
+    @operation("read")
     async def tenant_summary(self, p: Principal) -> dict[str, Any]:
         namespaces = await self.list_namespaces(p)
         return {

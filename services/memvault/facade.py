@@ -23,6 +23,8 @@ from memvault.errors import NotFound
 from memvault.memories.access import AccessLog
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
+from memvault.operations import Gate
+from memvault.plans.book import PlanBook
 from memvault.principal import Principal, Scope
 from memvault.retrieval.chain import ReaderChains
 from memvault.retrieval.lexical import TermStatsCache
@@ -86,6 +88,10 @@ class FacadeBase:
         self._term_refresh: dict[tuple[uuid.UUID, uuid.UUID], asyncio.Task[None]] = {}
         # Searches count accesses without waiting for the write (memories/access.py).
         self._accesses = AccessLog(db, interval_s=settings.access_write_interval_s)
+        # Each tenant's plan and limits, kept a few seconds (plans/book.py).
+        self._plans = PlanBook(db)
+        # What every @operation passes through (operations.py), in order: limits, then metering.
+        self._gates: list[Gate] = []
 
     async def aclose(self) -> None:
         """Write what is still pending (access counts) and stop counting term statistics. Call

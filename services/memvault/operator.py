@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
 from memvault.config import Settings
 from memvault.db import migrate
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
+from memvault.errors import InvalidInput
 from memvault.facade import FacadeBase
 from memvault.forget import repository as forget_repo
 from memvault.jobs import repository as jobs_repo
 from memvault.maintenance import repository as maintenance_repo
+from memvault.plans import repository as plans_repo
+from memvault.plans.limits import PlanLimits
 from memvault.runtime import database_urls
 from memvault.tenants import service as tenants
 from memvault.tenants.models import Tenant
@@ -38,11 +42,11 @@ def current_revision(urls: DatabaseUrls) -> str | None:
 
 
 async def create_tenant(
-    db: Database, name: str, *, namespace: str = "default", actor: str = "operator"
+    db: Database, name: str, *, namespace: str = "default", actor: str = "operator", plan: str = "unlimited"
 ) -> tenants.NewTenant:
     """A tenant with one namespace and an admin key (shown once)."""
     async with db.owner() as s:
-        return await tenants.create(s, name, namespace=namespace, actor=actor)
+        return await tenants.create(s, name, namespace=namespace, actor=actor, plan=plan)
 
 
 async def bootstrap(db: Database, settings: Settings) -> tenants.NewTenant | None:
@@ -84,8 +88,38 @@ async def due_maintenance(db: Database, now: datetime, *, limit: int) -> list[tu
         return await maintenance_repo.due_schedules(s, now, limit=limit)
 
 
+async def save_plan(db: Database, name: str, limits: PlanLimits, description: str = "") -> None:
+    """Create a plan or replace its limits (plans are global: no tenant may write one)."""
+    async with db.owner() as s:
+        await plans_repo.upsert(s, name, limits, description)
+
+
+async def set_tenant_plan(
+    db: Database, tenant_id: uuid.UUID, plan: str, overrides: dict[str, Any] | None = None
+) -> None:
+    """Put a tenant on a plan, and replace its overrides when given ({}: none)."""
+    if overrides is not None:
+        PlanLimits.parse(overrides, where="overrides")
+    async with db.owner() as s:
+        if await plans_repo.by_name(s, plan) is None:
+            raise InvalidInput(f"no plan named {plan!r}", extra={"field": "plan"})
+        await plans_repo.set_tenant_plan(s, tenant_id, plan, overrides)
+
+
 class OperatorOps(FacadeBase):
-    async def create_tenant(self, name: str, *, namespace: str = "default") -> tenants.NewTenant:
+    async def create_tenant(
+        self, name: str, *, namespace: str = "default", plan: str = "unlimited"
+    ) -> tenants.NewTenant:
         """Create a tenant with one namespace and an admin key (shown once). Operator only: the
         CLI calls it, no front door does."""
-        return await create_tenant(self._db, name, namespace=namespace)
+        return await create_tenant(self._db, name, namespace=namespace, plan=plan)
+
+    async def set_tenant_plan(
+        self, tenant_id: uuid.UUID, plan: str, overrides: dict[str, Any] | None = None
+    ) -> None:
+        await set_tenant_plan(self._db, tenant_id, plan, overrides)
+        # This process sees the change at once; other replicas within the plan book's few seconds.
+        self._plans.forget(tenant_id)
+
+    async def save_plan(self, name: str, limits: PlanLimits, description: str = "") -> None:
+        await save_plan(self._db, name, limits, description)

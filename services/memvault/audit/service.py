@@ -12,10 +12,12 @@ from memvault.audit.schemas import AuditEntryOut, AuditPage
 from memvault.errors import InvalidInput
 from memvault.facade import FacadeBase, NamespaceNotFound
 from memvault.namespaces import repository as ns_repo
+from memvault.operations import operation
 from memvault.principal import Principal
 
 
 class AuditOps(FacadeBase):
+    @operation("read")
     async def list_audit(
         self,
         p: Principal,

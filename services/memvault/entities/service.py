@@ -29,6 +29,7 @@ from memvault.entities.schemas import (
 from memvault.errors import InvalidInput
 from memvault.facade import FacadeBase
 from memvault.memories.service import MemoryNotFound
+from memvault.operations import operation
 from memvault.principal import Principal
 
 __all__ = [
@@ -84,6 +85,7 @@ class EntityOps(FacadeBase):
 
     # ---- entities ---------------------------------------------------------------------------
 
+    @operation("write")
     async def create_entity(self, p: Principal, ns: str, body: EntityIn) -> EntityOut:
         """Create an entity. Its (type, name) must be new in the namespace, ignoring case: a
         duplicate raises `entity_exists` carrying `existing_id`."""
@@ -105,6 +107,7 @@ class EntityOps(FacadeBase):
             )
         return entity_out(e, ns)
 
+    @operation("write")
     async def upsert_entity(self, p: Principal, ns: str, body: EntityIn) -> tuple[EntityOut, bool]:
         """Create the entity, or merge into the existing one with the same (type, name): new
         aliases are added, a new description replaces the old, metadata keys are merged.
@@ -122,6 +125,7 @@ class EntityOps(FacadeBase):
                 )
         return entity_out(e, ns), outcome == "created"
 
+    @operation("read")
     async def list_entities(
         self,
         p: Principal,
@@ -145,6 +149,7 @@ class EntityOps(FacadeBase):
             )
         return EntityPage(data=[entity_out(e, ns) for e in rows], next_cursor=next_cursor)
 
+    @operation("read")
     async def get_entity(
         self, p: Principal, ns: str, entity_id: uuid.UUID, hops: int = 1, valid_at: datetime | None = None
     ) -> EntityGraph:
@@ -190,6 +195,7 @@ class EntityOps(FacadeBase):
             memories=[LinkedMemory(id=m.id, type=m.type, content=m.content, created_at=m.created_at) for m in memories],
         )
 
+    @operation("write")
     async def update_entity(self, p: Principal, ns: str, entity_id: uuid.UUID, patch: EntityPatch) -> EntityOut:
         """Change fields of an entity. Aliases and metadata are replaced, not merged."""
         p.require("write", ns)
@@ -223,6 +229,7 @@ class EntityOps(FacadeBase):
             )
         return entity_out(e, ns)
 
+    @operation("write")
     async def delete_entity(self, p: Principal, ns: str, entity_id: uuid.UUID) -> None:
         """Delete an entity with its relations and memory links. The memories themselves stay."""
         async with self._open(p, ns, "write") as (tx, namespace):
@@ -240,6 +247,7 @@ class EntityOps(FacadeBase):
 
     # ---- relations --------------------------------------------------------------------------
 
+    @operation("write")
     async def create_relation(self, p: Principal, ns: str, body: RelationIn) -> RelationOut:
         """Relate two entities of the namespace (source --type--> target), optionally for a
         stretch of valid time."""
@@ -255,6 +263,7 @@ class EntityOps(FacadeBase):
             )
         return relation_out(r, ns)
 
+    @operation("read")
     async def list_relations(
         self,
         p: Principal,
@@ -280,6 +289,7 @@ class EntityOps(FacadeBase):
             )
         return RelationPage(data=[relation_out(r, ns) for r in rows], next_cursor=next_cursor)
 
+    @operation("write")
     async def delete_relation(self, p: Principal, ns: str, relation_id: uuid.UUID) -> None:
         """Delete a relation; the entities stay."""
         async with self._open(p, ns, "write") as (tx, namespace):
@@ -295,6 +305,7 @@ class EntityOps(FacadeBase):
 
     # ---- memory links -----------------------------------------------------------------------
 
+    @operation("write")
     async def link_entities(
         self, p: Principal, ns: str, memory_id: uuid.UUID, entity_ids: list[uuid.UUID]
     ) -> MemoryEntities:
@@ -315,6 +326,7 @@ class EntityOps(FacadeBase):
             linked = await repo.entities_of_memory(tx.session, p.tenant_id, namespace.id, memory_id)
         return MemoryEntities(memory_id=memory_id, entities=[entity_out(e, ns) for e in linked])
 
+    @operation("write")
     async def unlink_entity(self, p: Principal, ns: str, memory_id: uuid.UUID, entity_id: uuid.UUID) -> None:
         """Remove the link between a memory and an entity; both stay."""
         async with self._open(p, ns, "write") as (tx, namespace):

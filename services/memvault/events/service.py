@@ -32,6 +32,7 @@ from memvault.events.schemas import (
 from memvault.facade import FacadeBase
 from memvault.jobs import repository as jobs_repo
 from memvault.jobs.registry import JobKind
+from memvault.operations import operation
 from memvault.principal import Principal
 
 EXTRACTION = JobKind.extraction
@@ -155,6 +156,7 @@ def message_out(e: Event) -> MessageOut:
 class EventOps(FacadeBase):
     """Events and sessions."""
 
+    @operation("write")
     async def ingest_events(self, p: Principal, ns: str, body: EventsIn) -> IngestOut:
         """Append conversation messages as events, update their sessions, and queue one extraction job.
 
@@ -215,6 +217,7 @@ class EventOps(FacadeBase):
             sessions=[session_out(by_id[sid]) for sid in first_seen],
         )
 
+    @operation("read")
     async def list_sessions(
         self,
         p: Principal,
@@ -231,6 +234,7 @@ class EventOps(FacadeBase):
             )
         return SessionPage(data=[session_out(s) for s in rows], next_cursor=next_cursor)
 
+    @operation("read")
     async def get_session(self, p: Principal, ns: str, session_id: str) -> SessionOut:
         """One session: its user, time span and message count."""
         async with self._open(p, ns, "read") as (tx, namespace):
@@ -239,6 +243,7 @@ class EventOps(FacadeBase):
                 raise SessionNotFound(f"No session '{session_id}' in namespace '{ns}'.")
         return session_out(s)
 
+    @operation("read")
     async def list_messages(
         self,
         p: Principal,

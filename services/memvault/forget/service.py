@@ -15,6 +15,7 @@ from memvault.facade import FacadeBase
 from memvault.forget import repository as repo
 from memvault.forget.repository import Selection
 from memvault.forget.schemas import ForgetIn, ForgetOut
+from memvault.operations import operation
 from memvault.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ _ERASE = {
 
 
 class ForgetOps(FacadeBase):
+    @operation("write")
     async def forget(self, p: Principal, ns: str, body: ForgetIn) -> ForgetOut:
         """Archive or erase everything a selector names; see ForgetIn."""
         p.require("admin" if body.all else "write", ns)

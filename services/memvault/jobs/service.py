@@ -25,6 +25,7 @@ from memvault.jobs.models import Job
 from memvault.jobs.registry import job_handlers
 from memvault.jobs.schemas import JobOut, JobStatus
 from memvault.observability.metrics import observe_job
+from memvault.operations import operation
 from memvault.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -137,6 +138,7 @@ def _describe(exc: Exception) -> str:
 
 
 class JobOps(FacadeBase):
+    @operation("read")
     async def get_job(self, p: Principal, job_id: uuid.UUID) -> JobOut:
         """A background job of the caller's tenant: status, progress, result summary, error, times."""
         p.require("read")
@@ -150,6 +152,7 @@ class JobOps(FacadeBase):
             raise JobNotFound(f"No job {job_id}.")
         return job_out(job, namespace)
 
+    @operation("write")
     async def cancel_job(self, p: Principal, job_id: uuid.UUID) -> JobOut:
         """Cancel a job of the caller's tenant. A queued job is `cancelled` at once and never runs; a
         running one is asked to stop (`cancel_requested_at`) and ends `cancelled` at its next

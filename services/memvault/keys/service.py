@@ -11,6 +11,7 @@ from memvault.facade import FacadeBase
 from memvault.keys import repository as keys_repo
 from memvault.keys import tokens
 from memvault.keys.schemas import KeyCreated, KeyIn, KeyOut
+from memvault.operations import operation
 from memvault.principal import OPERATOR, Principal
 
 # A key's last-used time is written at most this often, so reads do not each cost a write.
@@ -56,6 +57,7 @@ class KeyOps(FacadeBase):
             key_id=found.id,
         )
 
+    @operation("write")
     async def create_key(self, p: Principal, body: KeyIn, *, operator: bool = False) -> KeyCreated:
         """Create an API key. The key is in the response once and never again. ``operator`` (CLI
         only) adds the scope that writes system-wide memories."""
@@ -80,12 +82,14 @@ class KeyOps(FacadeBase):
             )
         return KeyCreated.model_validate({**KeyOut.model_validate(row).model_dump(), "key": raw})
 
+    @operation("read")
     async def list_keys(self, p: Principal) -> list[KeyOut]:
         p.require("admin")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             rows = await keys_repo.list_all(tx.session, p.tenant_id)
         return [KeyOut.model_validate(r) for r in rows if p.covers(r.namespaces)]
 
+    @operation("write")
     async def revoke_key(self, p: Principal, key_id: uuid.UUID) -> KeyOut:
         """Revoke an API key at once; revoking twice is harmless."""
         p.require("admin")

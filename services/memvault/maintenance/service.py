@@ -39,6 +39,7 @@ from memvault.maintenance.schemas import (
 from memvault.memories import repository as memories_repo
 from memvault.namespaces.models import Namespace
 from memvault.namespaces.schemas import MaintenanceSchedule
+from memvault.operations import operation
 from memvault.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,7 @@ def clusters(
 
 
 class MaintenanceOps(FacadeBase):
+    @operation("write")
     async def organize(self, p: Principal, ns: str, body: OrganizeIn) -> OrganizeOut:
         """Queue maintenance of a namespace: the named steps (dedup, decay, promote, reembed) run in
         order within ``budget_ms``; the job's result reports what each did."""

@@ -29,6 +29,7 @@ from memvault.memories.schemas import (
     MemoryState,
     ScopeLevel,
 )
+from memvault.operations import operation
 from memvault.principal import OPERATOR, SYSTEM_TENANT_ID, Principal
 
 T = TypeVar("T")
@@ -139,11 +140,13 @@ class MemoryOps(FacadeBase):
             "created_by": p.subject,
         }
 
+    @operation("write")
     async def store(self, p: Principal, ns: str, body: MemoryIn) -> MemoryOut:
         """Store one memory. With a `key`, it supersedes the current memory of the same scope,
         owner, type and key (which stays readable in history and at earlier `knowledge_at`)."""
         return (await self.store_many(p, ns, [body]))[0]
 
+    @operation("write")
     async def store_many(self, p: Principal, ns: str, bodies: list[MemoryIn]) -> list[MemoryOut]:
         """Store memories in one embedding batch and one transaction: all of them or none."""
         p.require("write", ns)
@@ -235,6 +238,7 @@ class MemoryOps(FacadeBase):
 
     # ---- reads ----------------------------------------------------------------------------
 
+    @operation("read")
     async def get_memory(self, p: Principal, ns: str, memory_id: uuid.UUID) -> MemoryOut:
         """One memory by id (any version), including tenant- and system-scope memories."""
         p.require("read", ns)
@@ -253,6 +257,7 @@ class MemoryOps(FacadeBase):
             raise
         return memory_out(m, ns)
 
+    @operation("read")
     async def list_memories(
         self,
         p: Principal,
@@ -269,6 +274,7 @@ class MemoryOps(FacadeBase):
             )
         return MemoryPage(data=[memory_out(m, ns) for m in rows], next_cursor=next_cursor)
 
+    @operation("read")
     async def memory_history(self, p: Principal, ns: str, memory_id: uuid.UUID) -> MemoryHistory:
         """Every version of a memory and every change to them, with who and when."""
         async with self._open(p, ns, "read") as (tx, namespace):
@@ -355,6 +361,7 @@ class MemoryOps(FacadeBase):
             )
         return memory_out(m, ns)
 
+    @operation("write")
     async def update_memory(self, p: Principal, ns: str, memory_id: uuid.UUID, patch: MemoryPatch) -> MemoryOut:
         """Correct fields of the current version in place (a new `content` is re-embedded); every
         correction is kept in the memory's history. To record that something changed in the
@@ -380,6 +387,7 @@ class MemoryOps(FacadeBase):
 
         return await self._change(p, ns, memory_id, "updated", check)
 
+    @operation("write")
     async def promote_memory(self, p: Principal, ns: str, memory_id: uuid.UUID) -> MemoryOut:
         """Make a tentative (or archived) memory stable."""
 
@@ -388,6 +396,7 @@ class MemoryOps(FacadeBase):
 
         return await self._change(p, ns, memory_id, "promoted", to_stable)
 
+    @operation("write")
     async def archive_memory(self, p: Principal, ns: str, memory_id: uuid.UUID) -> MemoryOut:
         """Archive a memory: kept, but left out of search and lists unless asked for."""
 
@@ -396,6 +405,7 @@ class MemoryOps(FacadeBase):
 
         return await self._change(p, ns, memory_id, "archived", to_archived)
 
+    @operation("write")
     async def delete_memory(self, p: Principal, ns: str, memory_id: uuid.UUID) -> None:
         """Delete a memory permanently with every version of it, its history and entity links."""
         async with self._mutable(p, ns, memory_id) as (tx, m):

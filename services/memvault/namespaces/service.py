@@ -8,6 +8,7 @@ from memvault.facade import FacadeBase
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.namespaces.schemas import NamespaceIn, NamespaceOut, NamespacePatch, NamespaceSettings
+from memvault.operations import operation
 from memvault.principal import Principal
 
 
@@ -28,6 +29,7 @@ def namespace_out(ns: Namespace, memory_count: int) -> NamespaceOut:
 
 
 class NamespaceOps(FacadeBase):
+    @operation("write")
     async def create_namespace(self, p: Principal, body: NamespaceIn) -> NamespaceOut:
         """Create a namespace: an isolated memory space inside the tenant."""
         p.require("admin", body.name)
@@ -38,6 +40,7 @@ class NamespaceOps(FacadeBase):
             await self._audit(tx, p, "namespace.create", namespace_id=ns.id, target_id=body.name)
         return namespace_out(ns, 0)
 
+    @operation("read")
     async def list_namespaces(self, p: Principal) -> list[NamespaceOut]:
         """Namespaces this principal may use, with their memory counts."""
         p.require("read")
@@ -45,11 +48,13 @@ class NamespaceOps(FacadeBase):
             rows = await ns_repo.list_with_counts(tx.session, p.tenant_id, p.namespaces)
         return [namespace_out(ns, n) for ns, n in rows]
 
+    @operation("read")
     async def get_namespace(self, p: Principal, name: str) -> NamespaceOut:
         async with self._open(p, name, "read") as (tx, ns):
             n = await ns_repo.count_memories(tx.session, p.tenant_id, ns.id)
         return namespace_out(ns, n)
 
+    @operation("write")
     async def update_namespace(self, p: Principal, name: str, patch: NamespacePatch) -> NamespaceOut:
         """Change a namespace's description or settings (search defaults, periodic maintenance)."""
         given = patch.model_fields_set
@@ -80,6 +85,7 @@ class NamespaceOps(FacadeBase):
             n = await ns_repo.count_memories(tx.session, p.tenant_id, ns.id)
         return namespace_out(ns, n)
 
+    @operation("write")
     async def delete_namespace(self, p: Principal, name: str) -> None:
         """Delete a namespace and every memory in it, permanently."""
         async with self._open(p, name, "admin") as (tx, ns):

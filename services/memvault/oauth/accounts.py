@@ -19,10 +19,12 @@ from memvault.oauth import secrets
 from memvault.oauth.errors import GrantNotFound, UserExists, UserNotFound, WeakPassword
 from memvault.oauth.models import OAuthClient
 from memvault.oauth.schemas import AccountOut, ClientOut, GrantOut, UserIn, UserOut
+from memvault.operations import operation
 from memvault.principal import Principal
 
 
 class AccountOps(FacadeBase):
+    @operation("write")
     async def create_user(self, p: Principal, body: UserIn) -> UserOut:
         """Create a tenant user who can sign in to MCP clients with email and password."""
         # Omitted namespaces mean "as far as the creating key reaches", never further.
@@ -52,6 +54,7 @@ class AccountOps(FacadeBase):
             ) from exc
         return UserOut.model_validate(row)
 
+    @operation("read")
     async def list_users(self, p: Principal) -> list[UserOut]:
         """The tenant's users (never their password hashes)."""
         p.require("admin")
@@ -59,6 +62,7 @@ class AccountOps(FacadeBase):
             rows = await repo.list_users(tx.session, p.tenant_id)
         return [UserOut.model_validate(r) for r in rows if p.covers(r.namespaces)]
 
+    @operation("read")
     async def find_user(self, p: Principal, email: str) -> UserOut:
         p.require("admin")
         async with self._db.tenant_tx(p.tenant_id) as tx:
@@ -67,6 +71,7 @@ class AccountOps(FacadeBase):
             raise UserNotFound(f"No user with email {email!r}.")
         return UserOut.model_validate(row)
 
+    @operation("write")
     async def disable_user(self, p: Principal, user_id: uuid.UUID) -> UserOut:
         """Disable a user: no more sign-ins, and every grant they gave ends now (their clients'
         tokens stop working on the next request)."""
@@ -87,6 +92,7 @@ class AccountOps(FacadeBase):
             )
         return UserOut.model_validate(row)
 
+    @operation("read")
     async def get_account(self, p: Principal) -> AccountOut:
         """The tenant's OAuth picture: its users, the clients they signed in to, and the grants."""
         p.require("admin")
@@ -112,6 +118,7 @@ class AccountOps(FacadeBase):
             grants=[_grant_out(g, email, c) for g, email, c in rows],
         )
 
+    @operation("write")
     async def revoke_grant(self, p: Principal, grant_id: uuid.UUID) -> GrantOut:
         """Revoke one grant: the client's refresh token and access tokens stop working now."""
         p.require("admin")

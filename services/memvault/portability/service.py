@@ -27,6 +27,7 @@ from memvault.facade import FacadeBase
 from memvault.fields import as_error
 from memvault.guard import SecretDetected
 from memvault.memories.service import content_hash
+from memvault.operations import operation
 from memvault.portability import repository as repo
 from memvault.portability.records import RECORDS
 from memvault.principal import Principal
@@ -140,6 +141,7 @@ def _line(record: dict[str, Any]) -> str:
 class PortabilityOps(FacadeBase):
     # ---- export ---------------------------------------------------------------------------
 
+    @operation("read")
     async def export_namespace(self, p: Principal, ns: str, *, embeddings: bool = False) -> AsyncIterator[str]:
         """The namespace as JSON Lines. Checks access before the first byte, so a refusal is a
         proper error response rather than a broken stream."""
@@ -195,6 +197,7 @@ class PortabilityOps(FacadeBase):
 
     # ---- import ---------------------------------------------------------------------------
 
+    @operation("write")
     async def import_namespace(self, p: Principal, ns: str, lines: list[str]) -> dict[str, int]:
         """Restore an export into this namespace, all or nothing, under new ids. Every record is
         checked by the write API's own models (portability/records.py) before anything is stored;

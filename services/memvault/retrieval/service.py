@@ -24,6 +24,7 @@ from memvault.memories.schemas import MemoryFilters
 from memvault.memories.service import memory_out
 from memvault.namespaces.schemas import NamespaceSettings, SearchSettings
 from memvault.observability import metrics
+from memvault.operations import operation
 from memvault.principal import Principal
 from memvault.retrieval.chain import owner_read
 from memvault.retrieval.context import ContextIn, ContextOut, pack
@@ -80,6 +81,7 @@ def _results(hits: list[Hit], ns: str, req: SearchIn, neighbours: dict[uuid.UUID
 
 
 class SearchOps(FacadeBase):
+    @operation("search")
     async def search(self, p: Principal, ns: str, req: SearchIn) -> SearchOut:
         """Hybrid search: meaning (vectors) and words (full text) retrieve candidates; recency,
         importance, access, intent and time cues rank them too; weighted reciprocal rank fuses it all."""
@@ -302,6 +304,7 @@ class SearchOps(FacadeBase):
         embed_ms = (time.perf_counter() - started) * 1000
         return await second.query_vector(query, vector, self._embedder), embed_ms
 
+    @operation("search")
     async def get_context(self, p: Principal, ns: str, req: ContextIn) -> ContextOut:
         """A prompt-ready markdown block of what is remembered for a query and/or a session or
         user, packed by rank into a token budget."""

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import DateTime, Text, func, text
-from sqlalchemy.dialects.postgresql import UUID
+from sqlalchemy import DateTime, ForeignKey, Text, func, text
+from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memvault.db.base import Base
@@ -17,5 +18,7 @@ class Tenant(Base):
         UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")
     )
     name: Mapped[str] = mapped_column(Text, unique=True)
-    plan: Mapped[str] = mapped_column(Text, server_default="free")
+    # The plan (plans/) whose limits apply, and single limits replaced for this tenant alone.
+    plan: Mapped[str] = mapped_column(Text, ForeignKey("plans.name"), server_default="unlimited")
+    plan_overrides: Mapped[dict[str, Any]] = mapped_column(JSONB, server_default="{}")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

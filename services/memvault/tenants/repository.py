@@ -7,8 +7,8 @@ from memvault.principal import SYSTEM_TENANT_ID
 from memvault.tenants.models import Tenant
 
 
-async def insert(s: AsyncSession, name: str) -> Tenant:
-    tenant = Tenant(name=name)
+async def insert(s: AsyncSession, name: str, plan: str = "unlimited") -> Tenant:
+    tenant = Tenant(name=name, plan=plan)
     s.add(tenant)
     await s.flush()
     return tenant

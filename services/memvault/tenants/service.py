@@ -15,6 +15,7 @@ from memvault.errors import Conflict, InvalidInput
 from memvault.keys import repository as keys_repo
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.schemas import NAMESPACE_NAME
+from memvault.plans import repository as plans_repo
 from memvault.principal import SYSTEM_TENANT_ID
 from memvault.tenants import repository as repo
 from memvault.tenants.models import Tenant
@@ -34,7 +35,9 @@ class NewTenant:
     api_key: str
 
 
-async def create(s: AsyncSession, name: str, *, namespace: str = "default", actor: str = "operator") -> NewTenant:
+async def create(
+    s: AsyncSession, name: str, *, namespace: str = "default", actor: str = "operator", plan: str = "unlimited"
+) -> NewTenant:
     # The same rule as POST /v1/namespaces: a name that cannot sit in a URL path is unreachable.
     if not re.fullmatch(NAMESPACE_NAME, namespace):
         raise InvalidInput(
@@ -43,7 +46,9 @@ async def create(s: AsyncSession, name: str, *, namespace: str = "default", acto
         )
     if await repo.by_name(s, name) is not None:
         raise TenantExists(f"tenant {name!r} already exists")
-    tenant = await repo.insert(s, name)
+    if await plans_repo.by_name(s, plan) is None:
+        raise InvalidInput(f"no plan named {plan!r}", extra={"field": "plan"})
+    tenant = await repo.insert(s, name, plan)
     # Later statements of this transaction run as the tenant too, should the session be the app role.
     await set_local(s, {"app.tenant_id": str(tenant.id)})
     ns = await ns_repo.create(s, tenant.id, namespace, "Created with the tenant.")

@@ -19,6 +19,7 @@ from memvault.audit import repository as audit
 from memvault.embeddings import EmbeddingUnavailable
 from memvault.errors import Conflict, NotFound
 from memvault.facade import FacadeBase
+from memvault.operations import operation
 from memvault.principal import Principal
 from memvault.retrieval.schemas import Signals
 from memvault.traces import repository as traces_repo
@@ -105,6 +106,7 @@ class TraceOps(FacadeBase):
             log.warning("trace embedding failed; storing the trace without a vector", exc_info=True)
             return None
 
+    @operation("write")
     async def start_trace(self, p: Principal, ns: str, body: TraceIn) -> TraceOut:
         """Start a reasoning trace for a task; record its steps, then complete it with an outcome."""
         p.require("write", ns)
@@ -132,6 +134,7 @@ class TraceOps(FacadeBase):
             )
         return trace_out(t, ns)
 
+    @operation("write")
     async def add_trace_step(self, p: Principal, ns: str, trace_id: uuid.UUID, body: TraceStepIn) -> TraceStepOut:
         """Record the next step of an open trace; its `seq` is assigned here (1, 2, 3 ...)."""
         async with self._open(p, ns, "write") as (tx, namespace):
@@ -167,6 +170,7 @@ class TraceOps(FacadeBase):
             )
         return step_out(step)
 
+    @operation("write")
     async def complete_trace(self, p: Principal, ns: str, trace_id: uuid.UUID, body: TraceCompleteIn) -> TraceOut:
         """Complete an open trace with its outcome and whether it succeeded; it takes no more steps.
         The trace is re-embedded from task and outcome, so search matches outcomes too."""
@@ -199,6 +203,7 @@ class TraceOps(FacadeBase):
             )
         return trace_out(t, ns)
 
+    @operation("read")
     async def get_trace(self, p: Principal, ns: str, trace_id: uuid.UUID) -> TraceDetail:
         """One trace with every step in order."""
         async with self._open(p, ns, "read") as (tx, namespace):
@@ -208,6 +213,7 @@ class TraceOps(FacadeBase):
             steps = await traces_repo.steps_of(tx.session, p.tenant_id, [t.id])
         return trace_detail(t, ns, steps[t.id])
 
+    @operation("read")
     async def list_traces(
         self,
         p: Principal,
@@ -234,6 +240,7 @@ class TraceOps(FacadeBase):
             )
         return TracePage(data=[trace_out(t, ns) for t in rows], next_cursor=next_cursor)
 
+    @operation("search")
     async def search_traces(self, p: Principal, ns: str, req: TraceSearchIn) -> TraceSearchOut:
         """Past traces similar to a task, by meaning and by words, each with its steps to replay.
         Without the embedder, words alone (reported in `metrics.backend_failures`)."""
@@ -288,6 +295,7 @@ class TraceOps(FacadeBase):
             ),
         )
 
+    @operation("write")
     async def delete_trace(self, p: Principal, ns: str, trace_id: uuid.UUID) -> None:
         """Delete a trace and all its steps, permanently."""
         async with self._open(p, ns, "write") as (tx, namespace):
