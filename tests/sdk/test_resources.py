@@ -290,7 +290,7 @@ class TestAdmin:
     async def test_keys_and_audit(self, client: Any, server_url: str) -> None:
         created = await call(client.keys.create(name="reader", scopes=["read"]))
         assert isinstance(created, ApiKeyCreated) and created.key.startswith("mv_")
-        assert created.id in [k.id for k in await call(client.keys.list())]
+        assert created.id in [k.id for k in await items(client.keys.list())]
         with MemVault(api_key=created.key, base_url=server_url) as reader:
             assert reader.status().principal is not None
         assert (await call(client.keys.revoke(created.id))).revoked_at is not None
