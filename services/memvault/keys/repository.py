@@ -121,7 +121,8 @@ async def rotate(s: AsyncSession, tenant_id: uuid.UUID, key_id: uuid.UUID, grace
         )
         .returning(ApiKey)
     )
-    row = await s.scalar(stmt, execution_options={"synchronize_session": False})
+    # populate_existing: the row was loaded FOR UPDATE in this session; return the new values.
+    row = await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
     assert row is not None
     return row, key
 
