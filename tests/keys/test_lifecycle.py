@@ -4,6 +4,7 @@ writing the key's expiry into the past as the owner, not by sleeping."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -321,6 +322,18 @@ class TestQuota:
         await create_key(client, tenant_a, scopes=["read"])
         r = await client.post("/v1/keys", json={}, headers=tenant_a.headers)
         assert (r.status_code, r.json()["code"]) == (403, "quota_exceeded")
+
+    async def test_concurrent_creations_never_pass_the_cap(
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant
+    ) -> None:
+        await api.set_tenant_plan(tenant_a.id, "unlimited", {"api_keys": 3})
+
+        answers = await asyncio.gather(
+            *(client.post("/v1/keys", json={"name": f"racer {i}"}, headers=tenant_a.headers) for i in range(6))
+        )
+
+        assert sorted(r.status_code for r in answers) == [201, 201, 403, 403, 403, 403]
+        assert len(await listed(client, tenant_a.headers)) == 3
 
     async def test_rotation_needs_no_room(self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant) -> None:
         await api.set_tenant_plan(tenant_a.id, "unlimited", {"api_keys": 1})
