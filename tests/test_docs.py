@@ -29,12 +29,12 @@ class TestReadme:
         assert "infra/scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
 
     def test_documented_admin_commands_exist(self) -> None:
-        readme = (ROOT / "README.md").read_text()
         parser = build_parser()
         admin = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "admin")[1]
         known = set(admin._subparsers._group_actions[0].choices)
-        for cmd in re.findall(r"memvault admin ([a-z-]+)", readme):
-            assert cmd in known, cmd
+        for doc in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+            for cmd in re.findall(r"memvault admin ([a-z-]+)", doc.read_text()):
+                assert cmd in known, f"{doc.relative_to(ROOT)}: memvault admin {cmd}"
 
 
 def _anchors(markdown: str) -> set[str]:

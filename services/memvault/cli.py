@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import uuid
@@ -199,10 +200,11 @@ def cmd_admin(args: argparse.Namespace) -> int:
     if args.admin_cmd == "create-tenant":
 
         async def fn(api: Any, db: Any) -> Any:
-            t = await api.create_tenant(args.name, namespace=args.namespace)
+            t = await api.create_tenant(args.name, namespace=args.namespace, plan=args.plan)
             return {
                 "tenant_id": t.id,
                 "name": t.name,
+                "plan": args.plan,
                 "namespace": t.namespace,
                 "key_id": t.key_id,
                 "api_key": t.api_key,
@@ -218,6 +220,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
                 scopes=csv(args.scopes) or ["read", "write"],
                 namespaces=csv(args.namespaces),
                 default_namespace=args.default_namespace,
+                expires_in_days=args.expires_in_days,
             )
             return (await api.create_key(p, body, operator=args.operator)).model_dump(mode="json")
 
@@ -225,7 +228,21 @@ def cmd_admin(args: argparse.Namespace) -> int:
 
         async def fn(api: Any, db: Any) -> Any:
             p = await _tenant_principal(db, args.tenant)
-            return [k.model_dump(mode="json") for k in await api.list_keys(p)]
+            keys, cursor = [], None
+            while True:
+                page = await api.list_keys(p, limit=200, cursor=cursor)
+                keys += [k.model_dump(mode="json") for k in page.data]
+                if (cursor := page.next_cursor) is None:
+                    return keys
+
+    elif args.admin_cmd == "rotate-key":
+
+        async def fn(api: Any, db: Any) -> Any:
+            from memvault.keys.schemas import KeyRotateIn
+
+            p = await _tenant_principal(db, args.tenant)
+            body = KeyRotateIn(grace_seconds=args.grace_seconds)
+            return (await api.rotate_key(p, args.key_id, body)).model_dump(mode="json")
 
     elif args.admin_cmd == "revoke-key":
 
@@ -258,6 +275,14 @@ def cmd_admin(args: argparse.Namespace) -> int:
             user = await api.find_user(p, args.email)
             return (await api.disable_user(p, user.id)).model_dump(mode="json")
 
+    elif args.admin_cmd in ("create-plan", "set-plan", "list-plans"):
+        try:
+            plan_fn = _plan_command(args)
+        except ValueError as exc:  # a bad limit: the operator needs the reason, not a traceback
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return _run_admin(args, plan_fn)
+
     elif args.admin_cmd == "rotate-signing-key":
 
         async def fn(api: Any, db: Any) -> Any:
@@ -266,6 +291,94 @@ def cmd_admin(args: argparse.Namespace) -> int:
     else:  # pragma: no cover - argparse enforces the choices
         raise SystemExit(2)
     return _run_admin(args, fn)
+
+
+_PLAN_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+
+
+def _limit_pairs(pairs: list[str], where: str) -> dict[str, int | None]:
+    """``NAME=N`` (or ``NAME=unlimited``) pairs, checked against PlanLimits' names and values."""
+    from memvault.plans.limits import PlanLimits
+
+    values: dict[str, int | None] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep:
+            raise ValueError(f"{where} {pair!r}: write NAME=NUMBER (or NAME=unlimited)")
+        value: int | None
+        if raw.strip().lower() in ("unlimited", "none", "null"):
+            value = None
+        else:
+            try:
+                value = int(raw)
+            except ValueError:
+                raise ValueError(f"{where} {name}: {raw!r} is not a whole number (or 'unlimited')") from None
+        values[name.strip()] = value
+    PlanLimits.parse(values, where=where.lstrip("-"))
+    return values
+
+
+def _plan_command(args: argparse.Namespace) -> Callable[[Any, Any], Awaitable[Any]]:
+    """create-plan, set-plan, list-plans. Limits are checked here, before any database work, so a
+    typo exits with code 2 and changes nothing."""
+    from memvault.errors import InvalidInput
+    from memvault.plans.limits import PlanLimits
+
+    def shown(name: str, description: str, limits: PlanLimits) -> dict[str, Any]:
+        return {"name": name, "description": description, "limits": limits.as_dict()}
+
+    async def by_name(api: Any, name: str) -> tuple[str, str, PlanLimits]:
+        found: list[tuple[str, str, PlanLimits]] = [p for p in await api.list_plans() if p[0] == name]
+        if not found:
+            raise InvalidInput(f"no plan named {name!r}; see `memvault admin list-plans`")
+        return found[0]
+
+    if args.admin_cmd == "list-plans":
+
+        async def list_plans(api: Any, db: Any) -> Any:
+            return [shown(*p) for p in await api.list_plans()]
+
+        return list_plans
+
+    if args.admin_cmd == "create-plan":
+        if not _PLAN_NAME.fullmatch(args.name):
+            raise ValueError(f"plan name {args.name!r}: lower-case letters, digits, '-' and '_', at most 63")
+        given = _limit_pairs(args.limit or [], "--limit")
+
+        async def create_plan(api: Any, db: Any) -> Any:
+            plans = {p[0]: p for p in await api.list_plans()}
+            if args.name in plans and not args.replace:
+                raise InvalidInput(f"plan {args.name!r} exists; add --replace to change its limits")
+            base = (await by_name(api, args.base))[2] if args.base else PlanLimits()
+            limits = PlanLimits.parse({**base.as_dict(), **given})
+            description = args.description if args.description is not None else ""
+            await api.save_plan(args.name, limits, description)
+            return shown(args.name, description, limits)
+
+        return create_plan
+
+    if args.override and args.clear_overrides:
+        raise ValueError("give --override or --clear-overrides, not both")
+    overrides = _limit_pairs(args.override, "--override") if args.override else ({} if args.clear_overrides else None)
+
+    async def set_plan(api: Any, db: Any) -> Any:
+        from memvault.errors import NotFound
+        from memvault.operator import find_tenant
+
+        tenant = await find_tenant(db, args.tenant)
+        if tenant is None:
+            raise NotFound(f"no tenant named '{args.tenant}'")
+        await api.set_tenant_plan(tenant.id, args.plan, overrides)
+        _, _, limits = await by_name(api, args.plan)
+        kept = tenant.plan_overrides if overrides is None else overrides
+        return {
+            "tenant": args.tenant,
+            "plan": args.plan,
+            "overrides": kept,
+            "limits": limits.with_overrides(kept or {}).as_dict(),
+        }
+
+    return set_plan
 
 
 def _read_password(env_name: str | None) -> str:
@@ -338,11 +451,12 @@ def build_parser() -> argparse.ArgumentParser:
     db_opts(mcp)
     mcp.set_defaults(func=cmd_mcp)
 
-    admin = sub.add_parser("admin", help="tenants, API keys and namespaces")
+    admin = sub.add_parser("admin", help="tenants, plans, API keys and namespaces")
     asub = admin.add_subparsers(dest="admin_cmd", required=True)
     ct = asub.add_parser("create-tenant", help="create a tenant with a namespace and an admin key")
     ct.add_argument("name")
     ct.add_argument("--namespace", default="default")
+    ct.add_argument("--plan", default="unlimited", help="the tenant's plan (default unlimited; see list-plans)")
     ck = asub.add_parser("create-key", help="create an API key")
     ck.add_argument("--tenant", required=True)
     ck.add_argument("--name")
@@ -352,11 +466,18 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument(
         "--operator", action="store_true", help="also grant 'operator': may write system-scope memories for all tenants"
     )
+    ck.add_argument(
+        "--expires-in-days", type=_positive, help="the key stops working after so many days (default never)"
+    )
     lk = asub.add_parser("list-keys", help="list a tenant's API keys")
     lk.add_argument("--tenant", required=True)
     rk = asub.add_parser("revoke-key", help="revoke an API key")
     rk.add_argument("--tenant", required=True)
     rk.add_argument("key_id", type=uuid.UUID)
+    rok = asub.add_parser("rotate-key", help="give an API key a new secret; the old one works for a grace period")
+    rok.add_argument("--tenant", required=True)
+    rok.add_argument("--grace-seconds", type=int, default=3600, help="how long the old secret keeps working (0-86400)")
+    rok.add_argument("key_id", type=uuid.UUID)
     cn = asub.add_parser("create-namespace", help="create a namespace")
     cn.add_argument("--tenant", required=True)
     cn.add_argument("name")
@@ -371,7 +492,19 @@ def build_parser() -> argparse.ArgumentParser:
     du.add_argument("--tenant", required=True)
     du.add_argument("--email", required=True)
     rsk = asub.add_parser("rotate-signing-key", help="start signing OAuth access tokens with a new key")
-    for p in (ct, ck, lk, rk, cn, cu, du, rsk):
+    cp = asub.add_parser("create-plan", help="create a plan: named limits a tenant may be put on")
+    cp.add_argument("name")
+    cp.add_argument("--limit", action="append", metavar="NAME=N", help="a limit (repeat; N or 'unlimited')")
+    cp.add_argument("--from", dest="base", metavar="PLAN", help="start from this plan's limits")
+    cp.add_argument("--description")
+    cp.add_argument("--replace", action="store_true", help="replace the limits of an existing plan")
+    sp = asub.add_parser("set-plan", help="put a tenant on a plan, with overrides of single limits")
+    sp.add_argument("--tenant", required=True)
+    sp.add_argument("plan")
+    sp.add_argument("--override", action="append", metavar="NAME=N", help="replace one limit for this tenant (repeat)")
+    sp.add_argument("--clear-overrides", action="store_true", help="drop the tenant's overrides")
+    lp = asub.add_parser("list-plans", help="list the plans and their limits")
+    for p in (ct, ck, lk, rk, rok, cn, cu, du, rsk, cp, sp, lp):
         db_opts(p)
     admin.set_defaults(func=cmd_admin)
     return parser

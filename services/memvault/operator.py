@@ -94,6 +94,12 @@ async def save_plan(db: Database, name: str, limits: PlanLimits, description: st
         await plans_repo.upsert(s, name, limits, description)
 
 
+async def list_plans(db: Database) -> list[tuple[str, str, PlanLimits]]:
+    """Every plan: (name, description, limits), by name."""
+    async with db.owner() as s:
+        return [(p.name, p.description, PlanLimits.parse(p.limits)) for p in await plans_repo.all_plans(s)]
+
+
 async def set_tenant_plan(
     db: Database, tenant_id: uuid.UUID, plan: str, overrides: dict[str, Any] | None = None
 ) -> None:
@@ -114,12 +120,13 @@ class OperatorOps(FacadeBase):
         CLI calls it, no front door does."""
         return await create_tenant(self._db, name, namespace=namespace, plan=plan)
 
-    async def set_tenant_plan(
-        self, tenant_id: uuid.UUID, plan: str, overrides: dict[str, Any] | None = None
-    ) -> None:
+    async def set_tenant_plan(self, tenant_id: uuid.UUID, plan: str, overrides: dict[str, Any] | None = None) -> None:
         await set_tenant_plan(self._db, tenant_id, plan, overrides)
         # This process sees the change at once; other replicas within the plan book's few seconds.
         self._plans.forget(tenant_id)
 
     async def save_plan(self, name: str, limits: PlanLimits, description: str = "") -> None:
         await save_plan(self._db, name, limits, description)
+
+    async def list_plans(self) -> list[tuple[str, str, PlanLimits]]:
+        return await list_plans(self._db)

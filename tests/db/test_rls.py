@@ -16,6 +16,7 @@ from memvault.db.urls import DatabaseUrls
 from memvault.entities.schemas import EntityIn, RelationIn
 from memvault.events.schemas import EventsIn, MessageIn
 from memvault.keys import tokens
+from memvault.keys.schemas import KeyRotateIn
 from memvault.memories.schemas import MemoryIn
 from tests.conftest import Tenant
 from tests.db.conftest import conninfo, scalar, set_tenant
@@ -430,6 +431,19 @@ class TestKeyLookupFunction:
         cur = await app_conn.execute("SELECT count(*) FROM memvault_find_api_key(%s)", (pattern,))
 
         assert await cur.fetchone() == (0,)
+
+    async def test_finds_a_rotated_key_by_either_prefix_with_that_secrets_hash(
+        self, app_conn: psycopg.AsyncConnection, api: NamespaceAPI, tenant_a: Tenant
+    ) -> None:
+        [own] = (await api.list_keys(tenant_a.principal)).data
+        rotated = await api.rotate_key(tenant_a.principal, own.id, KeyRotateIn(grace_seconds=60))
+        query = "SELECT tenant_id, secret_hash, secret_expires_at FROM memvault_find_api_key(%s)"
+
+        old = await (await app_conn.execute(query, (tokens.lookup_prefix(tenant_a.key),))).fetchall()
+        new = await (await app_conn.execute(query, (tokens.lookup_prefix(rotated.key),))).fetchall()
+
+        assert old == [(tenant_a.id, tokens.hash_key(tenant_a.key), rotated.previous_expires_at)]
+        assert new == [(tenant_a.id, tokens.hash_key(rotated.key), None)]
 
     async def test_unknown_prefix_finds_nothing(self, app_conn: psycopg.AsyncConnection) -> None:
         cur = await app_conn.execute("SELECT count(*) FROM memvault_find_api_key(%s)", (f"mv_{uuid.uuid4().hex[:12]}",))

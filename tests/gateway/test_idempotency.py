@@ -296,10 +296,10 @@ class TestRefusals:
         assert (await post(client, tenant_a, MEMORIES, {"content": "x"}, key)).headers["idempotent-replayed"] == "true"
 
     async def test_creating_an_api_key_refuses_the_header(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
-        before = len((await client.get("/v1/keys", headers=tenant_a.headers)).json())
+        before = len((await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"])
         r = await post(client, tenant_a, "/v1/keys", {"name": "ci"}, "key-1")
         problem(r, 422, "idempotency_not_supported")
-        assert len((await client.get("/v1/keys", headers=tenant_a.headers)).json()) == before
+        assert len((await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"]) == before
 
     async def test_a_read_only_key_is_refused_before_any_claim(
         self, client: httpx.AsyncClient, tenant_a: Tenant

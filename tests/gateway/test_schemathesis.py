@@ -60,6 +60,7 @@ DESTRUCTIVE = {
     "POST /v1/namespaces/{ns}/forget",
     "POST /v1/namespaces/{ns}/import",
     "DELETE /v1/keys/{key_id}",
+    "POST /v1/keys/{key_id}/rotate",
     "POST /v1/users/{user_id}/disable",
     "DELETE /v1/account/grants/{grant_id}",
 }

@@ -105,6 +105,7 @@ REQUIRED_SCOPE = {
     ("POST", "/v1/namespaces/{ns}/import"): "write",
     ("POST", "/v1/keys"): "admin",
     ("GET", "/v1/keys"): "admin",
+    ("POST", "/v1/keys/{key_id}/rotate"): "admin",
     ("DELETE", "/v1/keys/{key_id}"): "admin",
     ("GET", "/v1/audit"): "admin",
     ("GET", "/v1/jobs/{job_id}"): "read",
@@ -300,11 +301,11 @@ class TestCreateKey:
         assert r.json()["code"] == "validation_error"
 
     async def test_invalid_scopes_create_no_key(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
-        before = (await client.get("/v1/keys", headers=tenant_a.headers)).json()
+        before = (await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"]
 
         await client.post("/v1/keys", json={"scopes": ["root"]}, headers=tenant_a.headers)
 
-        after = (await client.get("/v1/keys", headers=tenant_a.headers)).json()
+        after = (await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"]
         assert [k["id"] for k in after] == [k["id"] for k in before]
 
 
@@ -318,7 +319,7 @@ class TestListKeys:
         r = await client.get("/v1/keys", headers=tenant_a.headers)
 
         assert r.status_code == 200, r.text
-        listed = {k["id"]: k for k in r.json()}
+        listed = {k["id"]: k for k in r.json()["data"]}
         assert listed[created["id"]]["prefix"] == raw[:15]
         assert "key" not in listed[created["id"]]
         for k in listed.values():
@@ -332,8 +333,8 @@ class TestListKeys:
         r = await client.get("/v1/keys", headers=tenant_a.headers)
 
         # The admin key made with the tenant, and the new one.
-        assert sorted(k["name"] for k in r.json()) == ["admin (created with the tenant)", "second"]
-        assert created["id"] in {k["id"] for k in r.json()}
+        assert sorted(k["name"] for k in r.json()["data"]) == ["admin (created with the tenant)", "second"]
+        assert created["id"] in {k["id"] for k in r.json()["data"]}
 
 
 class TestLastUsed:
@@ -344,7 +345,7 @@ class TestLastUsed:
         r = await client.get("/v1/namespaces", headers=bearer(created["key"]))
         assert r.status_code == 200, r.text
 
-        keys = {k["id"]: k for k in (await client.get("/v1/keys", headers=tenant_a.headers)).json()}
+        keys = {k["id"]: k for k in (await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"]}
         used_at = keys[created["id"]]["last_used_at"]
         assert used_at is not None
         assert abs(datetime.fromisoformat(used_at) - before) < timedelta(seconds=30)
@@ -352,7 +353,7 @@ class TestLastUsed:
     async def test_unset_while_the_key_is_unused(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
         created = await create_key(client, tenant_a, scopes=["read"])
 
-        keys = {k["id"]: k for k in (await client.get("/v1/keys", headers=tenant_a.headers)).json()}
+        keys = {k["id"]: k for k in (await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"]}
 
         assert keys[created["id"]]["last_used_at"] is None
 
@@ -373,7 +374,7 @@ class TestRevokeKey:
 
         await revoke(client, tenant_a, created["id"])
 
-        keys = {k["id"]: k for k in (await client.get("/v1/keys", headers=tenant_a.headers)).json()}
+        keys = {k["id"]: k for k in (await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"]}
         assert keys[created["id"]]["revoked_at"] is not None
 
     async def test_other_keys_keep_working(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
@@ -605,13 +606,13 @@ class TestNamespaceLimitedAdminKey:
     async def test_cannot_mint_an_unlimited_key(
         self, client: httpx.AsyncClient, tenant_a: Tenant, limited_admin: dict[str, str]
     ) -> None:
-        before = (await client.get("/v1/keys", headers=tenant_a.headers)).json()
+        before = (await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"]
 
         r = await client.post("/v1/keys", json={"scopes": ["read", "write", "admin"]}, headers=limited_admin)
 
         assert r.status_code == 403, r.text
         assert r.json()["code"] == "forbidden"
-        after = (await client.get("/v1/keys", headers=tenant_a.headers)).json()
+        after = (await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"]
         assert len(after) == len(before)
 
     async def test_cannot_mint_a_key_for_other_namespaces(
@@ -636,7 +637,7 @@ class TestNamespaceLimitedAdminKey:
 
         assert r.status_code == 200, r.text
         # Its own key only: the tenant's unlimited admin key is beyond it.
-        assert [k["namespaces"] for k in r.json()] == [[spaces[0]]]
+        assert [k["namespaces"] for k in r.json()["data"]] == [[spaces[0]]]
 
     async def test_cannot_revoke_a_key_that_reaches_further(
         self, client: httpx.AsyncClient, tenant_a: Tenant, spaces: tuple[str, str], limited_admin: dict[str, str]

@@ -139,6 +139,6 @@ class TestListingAndEnding:
         assert r.status_code == 403
         r = await http.post(f"{base}/v1/keys", json={"scopes": ["read"]}, headers=limited)
         assert r.status_code == 403  # no namespaces: every namespace of the tenant
-        keys = (await http.get(f"{base}/v1/keys", headers=tenant_a.headers)).json()
+        keys = (await http.get(f"{base}/v1/keys", headers=tenant_a.headers)).json()["data"]
         wide = next(k for k in keys if k["namespaces"] is None)
         assert (await http.delete(f"{base}/v1/keys/{wide['id']}", headers=limited)).status_code == 403

@@ -69,7 +69,7 @@ class TestAccessLog:
 
         [line] = access_lines(captured, "req-log-test-1")
         assert line["tenant_id"] == str(tenant_a.id)
-        assert line["key_id"] in {k["id"] for k in keys.json()}
+        assert line["key_id"] in {k["id"] for k in keys.json()["data"]}
         assert line["door"] == "rest"
         assert line["route"] == "/v1/namespaces/{ns}/memories"
         assert line["method"] == "POST"

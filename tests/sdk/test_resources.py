@@ -290,12 +290,27 @@ class TestAdmin:
     async def test_keys_and_audit(self, client: Any, server_url: str) -> None:
         created = await call(client.keys.create(name="reader", scopes=["read"]))
         assert isinstance(created, ApiKeyCreated) and created.key.startswith("mv_")
-        assert created.id in [k.id for k in await call(client.keys.list())]
+        assert created.id in [k.id for k in await items(client.keys.list())]
         with MemVault(api_key=created.key, base_url=server_url) as reader:
             assert reader.status().principal is not None
         assert (await call(client.keys.revoke(created.id))).revoked_at is not None
         actions = [e.action for e in await items(client.audit.list(action="key"))]
         assert actions[:2] == ["key.revoke", "key.create"]
+
+    async def test_key_expiry_rotation_and_pages(self, client: Any, server_url: str) -> None:
+        made = [await call(client.keys.create(name=f"bot {i}", scopes=["read"], expires_in_days=7)) for i in range(3)]
+        assert all(k.expires_at is not None for k in made)
+        first = await first_page(client.keys.list(limit=2))
+        assert len(first.data) == 2 and first.next_cursor is not None
+        listed = [k.id for k in await items(client.keys.list(limit=2))]
+        assert len(listed) == len(set(listed)) and {k.id for k in made} <= set(listed)
+
+        rotated = await call(client.keys.rotate(made[0].id, grace_seconds=600))
+        assert rotated.id == made[0].id and rotated.key != made[0].key
+        assert rotated.previous_prefix == made[0].prefix and rotated.previous_expires_at is not None
+        for secret in (rotated.key, made[0].key):  # the old one within its grace period
+            with MemVault(api_key=secret, base_url=server_url) as c:
+                assert c.status().principal is not None
 
     async def test_account_and_grant_revocation(self, client: Any, tenant_a: Tenant) -> None:
         account = await call(client.account())

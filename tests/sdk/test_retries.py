@@ -72,13 +72,13 @@ async def test_a_caller_may_choose_the_key_and_retry_itself(proxied: Any, proxy:
 async def test_creating_an_api_key_is_not_retried_once_sent(proxied: Any, proxy: FaultProxy) -> None:
     """Its secret is shown once and not stored, so a retry could not return it: the caller hears
     of the broken connection instead of getting a second key."""
-    before = len(await call(proxied.keys.list()))
+    before = len(await items(proxied.keys.list()))
     proxy.add("drop", "POST", "/v1/keys")
     with pytest.raises(memvault_sdk.MemVaultConnectionError):
         await call(proxied.keys.create(name="ci"))
     assert len(proxy.requests("POST", "/v1/keys")) == 1
     assert "idempotency-key" not in proxy.requests("POST", "/v1/keys")[0].headers
-    assert len(await call(proxied.keys.list())) == before + 1
+    assert len(await items(proxied.keys.list())) == before + 1
 
 
 async def test_reads_are_retried_without_a_key(proxied: Any, proxy: FaultProxy) -> None:

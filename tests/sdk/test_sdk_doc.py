@@ -24,8 +24,8 @@ def test_the_document_covers_every_resource() -> None:
         "memories.archive(", "memories.promote(", "memories.link_entities(", "client.search(", "client.context(",
         "events.ingest(", "jobs.wait(", "sessions.get(", "sessions.messages(", "entities.create(", "entities.get(",
         "relations.create(", "traces.start(", "traces.step(", "traces.complete(", "traces.search(",
-        "namespaces.create(", "keys.create(", "keys.revoke(", "audit.list(", ".export(", "import_(", "forget(",
-        "status(", "AsyncMemVault(",
+        "namespaces.create(", "keys.create(", "keys.rotate(", "keys.revoke(", "audit.list(", ".export(", "import_(",
+        "forget(", "status(", "AsyncMemVault(",
     ):  # fmt: skip
         assert call in text, f"docs/sdk.md has no example of {call}"
 

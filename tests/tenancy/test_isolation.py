@@ -244,7 +244,7 @@ class TestForeignNamespaces:
 async def key_ids(client: httpx.AsyncClient, tenant: Tenant) -> list[str]:
     r = await client.get("/v1/keys", headers=tenant.headers)
     assert r.status_code == 200, r.text
-    return [k["id"] for k in r.json()]
+    return [k["id"] for k in r.json()["data"]]
 
 
 class TestForeignKeys:
@@ -261,7 +261,7 @@ class TestForeignKeys:
         assert foreign.json()["code"] == "api_key_not_found"
         assert comparable(foreign, a_key) == comparable(absent, missing)
         assert (await client.get("/v1/namespaces", headers=tenant_a.headers)).status_code == 200
-        keys = (await client.get("/v1/keys", headers=tenant_a.headers)).json()
+        keys = (await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"]
         assert keys[0]["revoked_at"] is None
 
     async def test_key_list_shows_only_own_keys(
@@ -269,11 +269,11 @@ class TestForeignKeys:
     ) -> None:
         extra = await client.post("/v1/keys", json={"name": "a's bot"}, headers=tenant_a.headers)
         assert extra.status_code == 201, extra.text
-        a_keys = (await client.get("/v1/keys", headers=tenant_a.headers)).json()
+        a_keys = (await client.get("/v1/keys", headers=tenant_a.headers)).json()["data"]
 
         r = await client.get("/v1/keys", headers=tenant_b.headers)
 
-        assert len(r.json()) == 1
+        assert len(r.json()["data"]) == 1
         for k in a_keys:
             assert k["id"] not in r.text
             assert k["prefix"] not in r.text

@@ -12,6 +12,7 @@ from memvault_sdk.types.admin import (
     ApiKeyCreated,
     AuditEntry,
     KeyCreate,
+    KeyRotate,
     Namespace,
     NamespaceCreate,
     Scope,
@@ -51,22 +52,37 @@ class _Keys(APIResource):
         scopes: Sequence[Scope] | None = None,
         namespaces: Sequence[str] | None = None,
         default_namespace: str | None = None,
+        expires_at: datetime | None = None,
+        expires_in_days: int | None = None,
     ) -> APIRequest[ApiKeyCreated]:
-        """Create an API key; ``.key`` holds the secret, in this response only. Not retried once
-        sent: the server keeps no copy of the secret to answer a retry with."""
+        """Create an API key; ``.key`` holds the secret, in this response only. ``expires_at``
+        (timezone-aware) or ``expires_in_days``: when it stops working (default never). Not retried
+        once sent: the server keeps no copy of the secret to answer a retry with."""
         payload = body(
             KeyCreate,
             name=name,
             scopes=list(scopes) if scopes is not None else None,
             namespaces=list(namespaces) if namespaces is not None else None,
             default_namespace=default_namespace,
+            expires_at=expires_at,
+            expires_in_days=expires_in_days,
         )
         return APIRequest("POST", "/v1/keys", returns(ApiKeyCreated), body=payload, retry="once")
 
+    @paginated
+    def list(self, *, limit: int | None = None) -> APIRequest[PageData[ApiKey]]:
+        """The tenant's API keys (those this key may act on), newest first, without their secrets."""
+        return APIRequest("GET", "/v1/keys", returns(PageData[ApiKey]), params=params(limit=limit))
+
     @endpoint
-    def list(self) -> APIRequest[builtins.list[ApiKey]]:
-        """The tenant's API keys, without their secrets."""
-        return APIRequest("GET", "/v1/keys", returns(builtins.list[ApiKey]))
+    def rotate(self, key_id: str, *, grace_seconds: int | None = None) -> APIRequest[ApiKeyCreated]:
+        """Give a key a new secret (``.key``, in this response only); the old secret keeps working
+        for ``grace_seconds`` (server default 3600, at most 86400). Not retried once sent, like
+        ``create``: a second rotation would end the first new secret's life at once."""
+        payload = body(KeyRotate, grace_seconds=grace_seconds)
+        return APIRequest(
+            "POST", f"/v1/keys/{segment(key_id)}/rotate", returns(ApiKeyCreated), body=payload, retry="once"
+        )
 
     @endpoint
     def revoke(self, key_id: str, *, idempotency_key: str | None = None) -> APIRequest[ApiKey]:

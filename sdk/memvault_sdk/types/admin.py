@@ -52,6 +52,12 @@ class KeyCreate(Params):
     scopes: list[Scope] | None = None
     namespaces: list[str] | None = None
     default_namespace: str | None = None
+    expires_at: datetime | None = None
+    expires_in_days: int | None = None
+
+
+class KeyRotate(Params):
+    grace_seconds: int | None = None
 
 
 class ApiKey(Model):
@@ -64,6 +70,10 @@ class ApiKey(Model):
     created_at: datetime
     last_used_at: datetime | None = None
     revoked_at: datetime | None = None
+    expires_at: datetime | None = None
+    rotated_at: datetime | None = None
+    previous_prefix: str | None = None
+    previous_expires_at: datetime | None = None
 
 
 class ApiKeyCreated(ApiKey):

@@ -29,3 +29,9 @@ class ApiKey(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    rotated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # The secret a rotation replaced, accepted until previous_expires_at (the grace period).
+    previous_prefix: Mapped[str | None] = mapped_column(Text, unique=True)
+    previous_secret_hash: Mapped[str | None] = mapped_column(Text)
+    previous_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
