@@ -176,7 +176,7 @@ class TestSecretsInEveryStoredString:
         assert AWS_ID not in r.text
         listed = (await client.get(f"{NS}/memories", headers=tenant_a.headers)).json()["data"]
         keys = (await client.get("/v1/keys", headers=tenant_a.headers)).json()
-        users = (await client.get("/v1/users", headers=tenant_a.headers)).json()
+        users = (await client.get("/v1/users", headers=tenant_a.headers)).json()["data"]
         assert AWS_ID not in str(listed) + str(keys) + str(users)
 
     async def test_a_password_is_not_a_refused_secret(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
