@@ -118,6 +118,7 @@ class MemberOps(LinkOps):
         """Invitations newest first (by default only those that may still be accepted)."""
         p.require_reach("admin", None)
         async with self._db.tenant_tx(p.tenant_id) as tx:
+            await rules.acting_role(tx.session, p)
             rows, next_cursor = await inv_repo.page(
                 tx.session, p.tenant_id, pending_only=pending, limit=limit, cursor=cursor
             )
