@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from memvault.errors import MemvaultError
 from memvault.gateway.deps import AdminPrincipal, Api
 from memvault.gateway.idempotency import IDEMPOTENT, NOT_IDEMPOTENT
+from memvault.gateway.openapi import answers
 from memvault.members import pages
 from memvault.members.schemas import (
     AcceptedOut,
@@ -48,6 +49,7 @@ def _address(request: Request) -> str | None:
 
 
 @router.post("/signup", status_code=201, dependencies=[NOT_IDEMPOTENT])
+@answers(403, 409, 429)
 async def signup(body: SignupIn, request: Request, api: Api) -> SignupOut:
     """Create an organisation (a tenant on the sign-up plan), its first namespace and its owner,
     and mail the owner a verification link. No credentials. 403 `signup_closed` when the operator
@@ -56,6 +58,7 @@ async def signup(body: SignupIn, request: Request, api: Api) -> SignupOut:
 
 
 @router.post("/signup/verify", dependencies=[NOT_IDEMPOTENT])
+@answers(400, 410)
 async def verify_signup(body: TokenIn, api: Api) -> VerifiedOut:
     """Verify the owner's address with the mailed link's token. The first verification answers
     with the organisation's admin API key, shown this once."""
@@ -63,6 +66,7 @@ async def verify_signup(body: TokenIn, api: Api) -> VerifiedOut:
 
 
 @router.post("/signup/resend", status_code=202, dependencies=[NOT_IDEMPOTENT])
+@answers(403, 429)
 async def resend_verification(body: ResendIn, request: Request, api: Api) -> Response:
     """Mail a new verification link for the address's unverified sign-ups. Always 202: the answer
     does not say whether the address has an account."""
@@ -71,6 +75,7 @@ async def resend_verification(body: ResendIn, request: Request, api: Api) -> Res
 
 
 @router.post("/invitations/accept", status_code=201, dependencies=[NOT_IDEMPOTENT])
+@answers(400, 403, 409, 410, 429)
 async def accept_invitation(body: AcceptIn, request: Request, api: Api) -> AcceptedOut:
     """Accept an invitation with its link's token and a password: the invited address becomes a
     member of the inviting organisation, with the invited role."""
