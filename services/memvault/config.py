@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memvault.db.embedded import SIZE_PATTERN
@@ -302,6 +302,13 @@ class Settings(BaseSettings):
         default=True, description="Upgrade the SMTP connection with STARTTLS before authenticating and sending."
     )
     smtp_timeout_s: float = Field(default=10.0, gt=0, description="One SMTP conversation; slower fails (503).")
+
+    @model_validator(mode="after")
+    def _mail(self) -> Settings:
+        # Refused at start: otherwise the first sign-up would find out, as a 500.
+        if self.mailer == "smtp" and not self.smtp_host:
+            raise ValueError("MEMVAULT_MAILER=smtp needs MEMVAULT_SMTP_HOST")
+        return self
 
     # First start of an empty database.
     bootstrap_tenant: str = Field(default="default", description="Tenant created on first start.")
