@@ -139,7 +139,7 @@ class TestSignup:
         assert (await _signup(http, mserver, email=address, organisation=org_name())).status_code == 201
         unknown = await http.post(f"{mserver.base}/v1/signup/resend", json={"email": email()})
         known = await http.post(f"{mserver.base}/v1/signup/resend", json={"email": address})
-        assert unknown.status_code == known.status_code == 202 and unknown.content == known.content == b""
+        assert unknown.status_code == known.status_code == 202 and unknown.content == known.content
         assert len(smtp.to(address)) == 2
 
 

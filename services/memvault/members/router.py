@@ -7,7 +7,7 @@ import uuid
 from typing import Annotated
 from urllib.parse import parse_qs, urlsplit
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse
 from pydantic import ValidationError
 
@@ -26,6 +26,7 @@ from memvault.members.schemas import (
     MemberPage,
     MemberPatch,
     ResendIn,
+    ResendOut,
     SignupIn,
     SignupOut,
     TokenIn,
@@ -67,11 +68,11 @@ async def verify_signup(body: TokenIn, api: Api) -> VerifiedOut:
 
 @router.post("/signup/resend", status_code=202, dependencies=[NOT_IDEMPOTENT])
 @answers(403, 429)
-async def resend_verification(body: ResendIn, request: Request, api: Api) -> Response:
-    """Mail a new verification link for the address's unverified sign-ups. Always 202: the answer
-    does not say whether the address has an account."""
+async def resend_verification(body: ResendIn, request: Request, api: Api) -> ResendOut:
+    """Mail a new verification link for the address's unverified sign-ups. Always the same 202:
+    the answer does not say whether the address has an account."""
     await api.resend_verification(body, address=_address(request))
-    return Response(status_code=202)
+    return ResendOut()
 
 
 @router.post("/invitations/accept", status_code=201, dependencies=[NOT_IDEMPOTENT])

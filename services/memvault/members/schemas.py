@@ -83,6 +83,10 @@ class ResendIn(Body):
         return _lower(v)
 
 
+class ResendOut(BaseModel):
+    detail: str = "If this address has sign-ups still to verify, a new link was mailed for each."
+
+
 class InvitationIn(Body):
     model_config = ConfigDict(extra="forbid")
 
