@@ -3,6 +3,7 @@ rules, the members quota, and one tenant's admin never reaching another's member
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 
@@ -239,3 +240,52 @@ async def test_users_and_members_are_paginated(
         assert seen == [u.email for u in reversed(made)]
     r = await http.get(f"{mserver.base}/v1/members", params={"cursor": "nonsense"}, headers=_h(tenant_x))
     assert r.status_code == 422
+
+
+async def test_two_owners_stepping_down_at_once_leave_one(
+    http: httpx.AsyncClient, mserver: Server, smtp: SmtpStub
+) -> None:
+    """The owners are locked while the last-owner rule is checked, so two demotions at the same
+    moment cannot both pass."""
+    org = await sign_up(http, mserver, smtp)
+    second = await invite_and_accept(http, mserver, smtp, org.headers, org.owner.tenant, "owner")
+    answers = await asyncio.gather(
+        *(
+            http.patch(f"{mserver.base}/v1/members/{who}", json={"role": "admin"}, headers=org.headers)
+            for who in (org.owner.id, second.id)
+        )
+    )
+    assert sorted(r.status_code for r in answers) == [200, 409]
+    listed = (await http.get(f"{mserver.base}/v1/members", headers=org.headers)).json()["data"]
+    assert [m["role"] for m in listed].count("owner") == 1
+
+
+async def test_a_failed_invitation_mail_keeps_nothing(
+    http: httpx.AsyncClient, mserver: Server, smtp: SmtpStub, tenant_x: Tenant
+) -> None:
+    smtp.refuse = True
+    address = email()
+    r = await http.post(f"{mserver.base}/v1/members/invitations", json={"email": address}, headers=_h(tenant_x))
+    assert r.status_code == 503 and r.json()["code"] == "mail_unavailable"
+    pending = (await http.get(f"{mserver.base}/v1/members/invitations", headers=_h(tenant_x))).json()["data"]
+    assert pending == []
+
+
+async def test_a_namespace_limited_key_cannot_manage_members(
+    http: httpx.AsyncClient, mserver: Server, smtp: SmtpStub, tenant_x: Tenant
+) -> None:
+    member = await invite_and_accept(http, mserver, smtp, _h(tenant_x), tenant_x, "member")
+    made = await http.post(
+        f"{mserver.base}/v1/keys",
+        json={"name": "limited", "scopes": ["admin"], "namespaces": [tenant_x.namespace]},
+        headers=_h(tenant_x),
+    )
+    limited = {"Authorization": f"Bearer {made.json()['key']}"}
+    r = await http.post(f"{mserver.base}/v1/members/invitations", json={"email": email()}, headers=limited)
+    assert r.status_code == 403 and r.json()["code"] == "forbidden"
+    r = await http.patch(f"{mserver.base}/v1/members/{member.id}", json={"role": "admin"}, headers=limited)
+    assert r.status_code == 403 and r.json()["code"] == "forbidden"
+    # Nor can it make an admin through /v1/users.
+    body = {"email": email(), "password": PASSWORD, "role": "admin", "namespaces": [tenant_x.namespace]}
+    r = await http.post(f"{mserver.base}/v1/users", json=body, headers=limited)
+    assert r.status_code == 403 and r.json()["code"] == "forbidden"
