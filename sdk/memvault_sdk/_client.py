@@ -14,6 +14,7 @@ from memvault_sdk.resources import (
     AsyncEvents,
     AsyncJobs,
     AsyncKeys,
+    AsyncMembers,
     AsyncMemories,
     AsyncNamespaces,
     AsyncPortability,
@@ -26,6 +27,7 @@ from memvault_sdk.resources import (
     Events,
     Jobs,
     Keys,
+    Members,
     Memories,
     Namespaces,
     Portability,
@@ -75,6 +77,7 @@ class MemVault(SyncAPIClient):
         self.namespaces = Namespaces(self)
         self.keys = Keys(self)
         self.audit = Audit(self)
+        self.members = Members(self)
         self.jobs = Jobs(self)
         recall, portability = Recall(self), Portability(self)
         self.search = recall.search
@@ -125,6 +128,7 @@ class AsyncMemVault(AsyncAPIClient):
         self.namespaces = AsyncNamespaces(self)
         self.keys = AsyncKeys(self)
         self.audit = AsyncAudit(self)
+        self.members = AsyncMembers(self)
         self.jobs = AsyncJobs(self)
         recall, portability = AsyncRecall(self), AsyncPortability(self)
         self.search = recall.search

@@ -23,6 +23,8 @@ from memvault.jobs.registry import job_handlers
 from memvault.jobs.service import JobOps
 from memvault.keys.service import KeyOps
 from memvault.maintenance.service import MaintenanceOps
+from memvault.members.service import MemberOps
+from memvault.members.signup import SignupOps
 from memvault.memories.service import MemoryOps
 from memvault.namespaces.service import NamespaceOps
 from memvault.oauth.accounts import AccountOps
@@ -61,6 +63,8 @@ class NamespaceAPI(
     JobOps,
     ExtractionOps,
     MaintenanceOps,
+    SignupOps,
+    MemberOps,
     OAuthOps,
     AccountOps,
     OperatorOps,

@@ -35,6 +35,8 @@ from memvault.maintenance.router import router as maintenance_router
 from memvault.mcp import http as mcp_http
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.server import build_server
+from memvault.members.router import pages_router as members_pages_router
+from memvault.members.router import router as members_router
 from memvault.memories.router import router as memories_router
 from memvault.namespaces.router import router as namespaces_router
 from memvault.oauth.router import router as oauth_router
@@ -149,9 +151,7 @@ def create_app(
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, import_max_bytes=settings.max_import_bytes
     )
-    app.add_middleware(
-        BodyTimeoutMiddleware, timeout_s=settings.body_read_timeout_s, min_rate=settings.body_min_rate
-    )
+    app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.body_read_timeout_s, min_rate=settings.body_min_rate)
     # Inside the request id: a refusal carries an id and is logged like any answer.
     app.state.admission = admission = Admission(settings.max_in_flight)
     app.add_middleware(AdmissionMiddleware, admission=admission)
@@ -171,6 +171,8 @@ def create_app(
         jobs_router,
         maintenance_router,
         users_router,
+        members_router,
+        members_pages_router,
         oauth_router,
         metrics_router,
     ):

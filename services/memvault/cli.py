@@ -18,6 +18,7 @@ from typing import Any
 
 from memvault import __version__
 from memvault.config import Settings
+from memvault.members.roles import ROLES
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -265,7 +266,7 @@ def cmd_admin(args: argparse.Namespace) -> int:
 
             p = await _tenant_principal(db, args.tenant)
             scopes = csv(args.scopes) or ["read", "write"]
-            body = UserIn(email=args.email, password=password, name=args.name or "", scopes=scopes)
+            body = UserIn(email=args.email, password=password, name=args.name or "", scopes=scopes, role=args.role)
             return (await api.create_user(p, body)).model_dump(mode="json")
 
     elif args.admin_cmd == "disable-user":
@@ -487,6 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
     cu.add_argument("--email", required=True)
     cu.add_argument("--name")
     cu.add_argument("--scopes", help="comma-separated: read,write (default both): the most a client may be granted")
+    cu.add_argument("--role", choices=list(ROLES), help="the member's role (overrides --scopes)")
     cu.add_argument("--password-env", help="environment variable holding the password (default: read from stdin)")
     du = asub.add_parser("disable-user", help="disable a user and revoke every OAuth grant they gave")
     du.add_argument("--tenant", required=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from memvault.db.embedded import SIZE_PATTERN
@@ -256,12 +256,59 @@ class Settings(BaseSettings):
     oauth_register_limit: str = Field(default="20/minute;200/hour", description="Client registrations per address.")
     oauth_token_limit: str = Field(default="60/minute;1000/hour", description="Token requests per address.")
 
+    signup_limit: str = Field(
+        default="5/minute;20/hour;50/day", description="Sign-ups (`POST /v1/signup`, the /signup page) per address."
+    )
+    invitation_accept_limit: str = Field(
+        default="10/minute;100/hour", description="Invitation acceptances (`POST /v1/invitations/accept`) per address."
+    )
+
     @field_validator(
-        "signin_limit_per_address", "signin_limit_per_account", "oauth_register_limit", "oauth_token_limit"
+        "signin_limit_per_address",
+        "signin_limit_per_account",
+        "oauth_register_limit",
+        "oauth_token_limit",
+        "signup_limit",
+        "invitation_accept_limit",
     )
     @classmethod
     def _rate_limit(cls, v: str) -> str:
         return check_spec(v)
+
+    # Self-serve accounts (docs/accounts.md): sign-up, email verification, invitations, mail.
+    signup: Literal["open", "closed"] = Field(
+        default="open",
+        description="`open`: anyone may create an organisation at `POST /v1/signup` and /signup. `closed`: "
+        "403 `signup_closed`; tenants are made by the operator (`memvault admin create-tenant`).",
+    )
+    signup_plan: str = Field(default="free", description="The plan a self-serve organisation starts on.")
+    signup_verify_ttl_s: int = Field(
+        default=48 * 3600, ge=300, description="How long the emailed verification link of a sign-up works."
+    )
+    invitation_ttl_s: int = Field(
+        default=7 * 86400, ge=300, description="How long an invitation link works; after, invite again."
+    )
+    mailer: Literal["log", "smtp"] = Field(
+        default="log",
+        description="How mail (verification links, invitations) is sent: `log` writes it to the server log "
+        "(a local install needs no mail server); `smtp` sends it through smtp_host.",
+    )
+    mail_from: str = Field(default="memvault <no-reply@localhost>", description="The From of every mail sent.")
+    smtp_host: str | None = Field(default=None, description="SMTP server (mailer=smtp); required there.")
+    smtp_port: int = Field(default=587, ge=1, le=65535, description="SMTP port.")
+    smtp_user: str | None = Field(default=None, description="SMTP user name. Unset: no authentication.")
+    smtp_password: SecretStr | None = Field(default=None, description="SMTP password.")
+    smtp_starttls: bool = Field(
+        default=True, description="Upgrade the SMTP connection with STARTTLS before authenticating and sending."
+    )
+    smtp_timeout_s: float = Field(default=10.0, gt=0, description="One SMTP conversation; slower fails (503).")
+
+    @model_validator(mode="after")
+    def _mail(self) -> Settings:
+        # Refused at start: otherwise the first sign-up would find out, as a 500.
+        if self.mailer == "smtp" and not self.smtp_host:
+            raise ValueError("MEMVAULT_MAILER=smtp needs MEMVAULT_SMTP_HOST")
+        return self
 
     # First start of an empty database.
     bootstrap_tenant: str = Field(default="default", description="Tenant created on first start.")

@@ -1,8 +1,8 @@
 """The operator's paths: everything done as the database's owner role, which bypasses row-level
-security. Migrating, creating a tenant (none exists yet to scope the transaction to), finding a
-tenant by name for the CLI and the stdio bridge, and the two sweeps that list ids across tenants
-(orphaned jobs, due maintenance), and the VACUUM after a hard forget. Nothing else opens an owner
-session or connection.
+security. Migrating, creating a tenant (by the operator, or a self-serve sign-up: none exists yet
+to scope the transaction to), finding a tenant by name for the CLI and the stdio bridge, and the
+two sweeps that list ids across tenants (orphaned jobs, due maintenance), and the VACUUM after a
+hard forget. Nothing else opens an owner session or connection.
 
 Each function here reads or writes as little as it can: cross-tenant reads return ids only, and
 the work on them then runs inside each tenant's own RLS-bound transaction.
@@ -11,6 +11,7 @@ the work on them then runs inside each tenant's own RLS-bound transaction.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -47,6 +48,26 @@ async def create_tenant(
     """A tenant with one namespace and an admin key (shown once)."""
     async with db.owner() as s:
         return await tenants.create(s, name, namespace=namespace, actor=actor, plan=plan)
+
+
+async def create_organisation(
+    db: Database,
+    name: str,
+    *,
+    namespace: str,
+    plan: str,
+    owner_email: str,
+    owner_password_hash: str,
+    then: Callable[[tenants.NewOrganisation], Awaitable[None]],
+) -> tenants.NewOrganisation:
+    """Self-serve sign-up: a tenant, its first namespace and its unverified owner. ``then`` (the
+    verification mail) runs before the commit, so a sign-up whose mail fails leaves nothing."""
+    async with db.owner() as s:
+        org = await tenants.create_organisation(
+            s, name, namespace=namespace, plan=plan, owner_email=owner_email, owner_password_hash=owner_password_hash
+        )
+        await then(org)
+        return org
 
 
 async def bootstrap(db: Database, settings: Settings) -> tenants.NewTenant | None:

@@ -45,6 +45,17 @@ PUBLIC = {
     ("POST", "/oauth/register"),
     ("POST", "/oauth/token"),
     ("POST", "/oauth/revoke"),
+    # Self-serve sign-up and invitations: the signed link is the credential (tests/members).
+    ("POST", "/v1/signup"),
+    ("POST", "/v1/signup/verify"),
+    ("POST", "/v1/signup/resend"),
+    ("POST", "/v1/invitations/accept"),
+    ("GET", "/signup"),
+    ("POST", "/signup"),
+    ("GET", "/signup/verify"),
+    ("POST", "/signup/verify"),
+    ("GET", "/invitations/accept"),
+    ("POST", "/invitations/accept"),
     *(
         ("OPTIONS", path)
         for path in (
@@ -116,6 +127,12 @@ REQUIRED_SCOPE = {
     ("POST", "/v1/users/{user_id}/disable"): "admin",
     ("GET", "/v1/account"): "admin",
     ("DELETE", "/v1/account/grants/{grant_id}"): "admin",
+    ("GET", "/v1/members"): "admin",
+    ("PATCH", "/v1/members/{user_id}"): "admin",
+    ("DELETE", "/v1/members/{user_id}"): "admin",
+    ("POST", "/v1/members/invitations"): "admin",
+    ("GET", "/v1/members/invitations"): "admin",
+    ("DELETE", "/v1/members/invitations/{invitation_id}"): "admin",
 }
 
 
@@ -151,6 +168,8 @@ def _body(route: tuple[str, str]) -> dict[str, Any] | None:
         ("POST", "/v1/namespaces/{ns}/context"): {"query": "pets"},
         ("POST", "/v1/keys"): {"name": "made in a test", "scopes": ["read"]},
         ("POST", "/v1/users"): {"email": f"u-{uuid.uuid4().hex[:12]}@example.com", "password": "correct horse"},
+        ("POST", "/v1/members/invitations"): {"email": f"i-{uuid.uuid4().hex[:12]}@example.com"},
+        ("PATCH", "/v1/members/{user_id}"): {"role": "viewer"},
         ("POST", "/v1/namespaces/{ns}/entities"): {"name": f"Entity {uuid.uuid4().hex[:8]}", "type": "person"},
         ("PATCH", "/v1/namespaces/{ns}/entities/{entity_id}"): {"description": "changed"},
         ("POST", f"{MEMORY}/entities"): {"entity_ids": [str(uuid.uuid4())]},

@@ -109,7 +109,7 @@ class TestListingAndEnding:
         insider = User(uuid.UUID(r.json()["id"]), r.json()["email"], tenant_a)
         own = await obtain_tokens(http, oauth_server, insider, namespaces=["default"])
 
-        listed = (await http.get(f"{base}/v1/users", headers=limited)).json()
+        listed = (await http.get(f"{base}/v1/users", headers=limited)).json()["data"]
         assert [u["email"] for u in listed] == [insider.email]
         account = (await http.get(f"{base}/v1/account", headers=limited)).json()
         assert account["users"] == 1 and [g["user_email"] for g in account["grants"]] == [insider.email]
@@ -122,7 +122,7 @@ class TestListingAndEnding:
         assert r.status_code == 403, r.text
         # Refused means nothing happened: the outsider's grant still works, the user is enabled.
         assert (await mcp_ping(http, oauth_server, granted.access_token)).status_code == 200
-        users = (await http.get(f"{base}/v1/users", headers=tenant_a.headers)).json()
+        users = (await http.get(f"{base}/v1/users", headers=tenant_a.headers)).json()["data"]
         assert next(u for u in users if u["email"] == outsider.email)["disabled_at"] is None
 
         # Within its reach it may end things.

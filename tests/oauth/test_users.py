@@ -47,7 +47,7 @@ class TestUsersOverRest:
         user = r.json()
         assert user["email"] == address and user["scopes"] == ["read", "write"] and user["disabled_at"] is None
         assert "password" not in json.dumps(user) and "hash" not in json.dumps(user)
-        listed = (await client.get("/v1/users", headers=tenant_a.headers)).json()
+        listed = (await client.get("/v1/users", headers=tenant_a.headers)).json()["data"]
         assert [u["email"] for u in listed] == [address]
         r = await client.post(f"/v1/users/{user['id']}/disable", headers=tenant_a.headers)
         assert r.status_code == 200 and r.json()["disabled_at"] is not None
@@ -79,7 +79,7 @@ class TestUsersOverRest:
         r = await client.post("/v1/users", json={"email": email(), "password": PASSWORD}, headers=tenant_a.headers)
         user = r.json()
         await obtain_tokens(http, oauth_server, User(uuid.UUID(user["id"]), user["email"], tenant_a))
-        assert (await client.get("/v1/users", headers=tenant_b.headers)).json() == []
+        assert (await client.get("/v1/users", headers=tenant_b.headers)).json()["data"] == []
         r = await client.post(f"/v1/users/{user['id']}/disable", headers=tenant_b.headers)
         assert r.status_code == 404 and r.json()["code"] == "user_not_found"
         account = (await client.get("/v1/account", headers=tenant_b.headers)).json()
@@ -139,7 +139,7 @@ class TestCli:
         assert code == 1 and "user_exists" in err
         code, out, err = await admin("disable-user", "--tenant", tenant_a.name, "--email", address)
         assert code == 0 and json.loads(out)["disabled_at"], err
-        listed = (await client.get("/v1/users", headers=tenant_a.headers)).json()
+        listed = (await client.get("/v1/users", headers=tenant_a.headers)).json()["data"]
         assert [u["email"] for u in listed if u["disabled_at"]] == [address]
 
 

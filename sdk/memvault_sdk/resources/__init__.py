@@ -2,6 +2,7 @@ from memvault_sdk.resources.admin import AsyncAudit, AsyncKeys, AsyncNamespaces,
 from memvault_sdk.resources.entities import AsyncEntities, AsyncRelations, Entities, Relations
 from memvault_sdk.resources.events import AsyncEvents, AsyncSessions, Events, Sessions
 from memvault_sdk.resources.jobs import AsyncJobs, Jobs
+from memvault_sdk.resources.members import AsyncMembers, Members
 from memvault_sdk.resources.memories import AsyncMemories, Memories
 from memvault_sdk.resources.portability import AsyncPortability, Portability
 from memvault_sdk.resources.recall import AsyncRecall, Recall
@@ -13,6 +14,7 @@ __all__ = [
     "AsyncEvents",
     "AsyncJobs",
     "AsyncKeys",
+    "AsyncMembers",
     "AsyncMemories",
     "AsyncNamespaces",
     "AsyncPortability",
@@ -25,6 +27,7 @@ __all__ = [
     "Events",
     "Jobs",
     "Keys",
+    "Members",
     "Memories",
     "Namespaces",
     "Portability",

@@ -11,7 +11,8 @@ Schemathesis (tests/gateway/test_schemathesis.py) checks the result against real
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from fastapi import FastAPI
 from fastapi.dependencies.models import Dependant
@@ -49,14 +50,32 @@ PROBLEM_SCHEMA: dict[str, Any] = {
 }
 
 _DESCRIPTIONS = {
+    400: "A signed link's token is forged, malformed or of another kind (`invalid_link`).",
     401: "No bearer credential, or not a valid, unrevoked API key (`WWW-Authenticate: Bearer`).",
     403: "The key lacks the scope, or the namespace is outside its allow-list.",
     404: "No such thing in your tenant (another tenant's ids get the same answer).",
     409: "The change conflicts with the current state, or the same Idempotency-Key is still running.",
+    410: "A signed link has expired or its invitation was revoked (`link_expired`).",
     413: "The body is over the server's limit (declared or streamed).",
     422: "The body, query, path or a header does not validate, or the text looks like a secret.",
+    429: "Too many attempts from this address (`rate_limited`); `Retry-After` says when to retry.",
     503: "A backend (database, embedding provider) is unavailable; nothing was stored. Retry later.",
 }
+# Set (by ``answers``) on an endpoint that takes no key but answers further problem statuses.
+EXTRA_STATUSES = "memvault_extra_statuses"
+Endpoint = TypeVar("Endpoint", bound=Callable[..., Any])
+
+
+def answers(*statuses: int) -> Callable[[Endpoint], Endpoint]:
+    """Declare the problem statuses an unauthenticated route answers beyond the usual ones."""
+
+    def mark(fn: Endpoint) -> Endpoint:
+        setattr(fn, EXTRA_STATUSES, frozenset(statuses))
+        return fn
+
+    return mark
+
+
 _WRITES = {"post", "put", "patch", "delete"}
 
 
@@ -78,7 +97,7 @@ def _scopes(route: Any) -> list[str] | None:
 def _statuses(route: Any, method: str, op: dict[str, Any], scopes: list[str] | None) -> set[int]:
     # No /v1 route answers 429 yet (the rate limiter guards sign-in, registration and tokens, which
     # are not in this document); per-key limits (issue 23) add 429 here, for every keyed route.
-    statuses = {503}
+    statuses = {503, *getattr(route.endpoint, EXTRA_STATUSES, ())}
     if scopes is not None:
         statuses |= {401, 403}
     if getattr(route.endpoint, OPTIONAL_AUTH, False):

@@ -14,12 +14,16 @@ from typing import Any
 from sqlalchemy.exc import IntegrityError
 
 from memvault.facade import FacadeBase
+from memvault.members import repository as invitations
+from memvault.members import rules
+from memvault.members.roles import role_of_scopes
 from memvault.oauth import repository as repo
 from memvault.oauth import secrets
 from memvault.oauth.errors import GrantNotFound, UserExists, UserNotFound, WeakPassword
 from memvault.oauth.models import OAuthClient
-from memvault.oauth.schemas import AccountOut, ClientOut, GrantOut, UserIn, UserOut
+from memvault.oauth.schemas import AccountOut, ClientOut, GrantOut, UserIn, UserOut, UserPage
 from memvault.operations import operation
+from memvault.plans.quotas import require_room
 from memvault.principal import Principal
 
 
@@ -30,23 +34,29 @@ class AccountOps(FacadeBase):
         # Omitted namespaces mean "as far as the creating key reaches", never further.
         namespaces = body.namespaces if body.namespaces is not None else _sorted(p.namespaces)
         p.require_reach("admin", namespaces)
+        role = body.role or role_of_scopes(body.scopes)
         if len(body.password) < secrets.MIN_PASSWORD_LENGTH:
             raise WeakPassword(
                 f"The password needs at least {secrets.MIN_PASSWORD_LENGTH} characters.", extra={"field": "password"}
             )
+        limits = (await self._plans.of(p.tenant_id)).limits
         password_hash = await secrets.hash_password(body.password)
         try:
             async with self._db.tenant_tx(p.tenant_id) as tx:
+                rules.may_assign(p, await rules.acting_role(tx.session, p), role)
+                used = await repo.count_active_users(tx.session, p.tenant_id)
+                used += await invitations.count_pending(tx.session, p.tenant_id)
+                require_room(limits, "members", used=used)
                 row = await repo.create_user(
                     tx.session,
                     p.tenant_id,
                     email=body.email,
                     name=body.name,
                     password_hash=password_hash,
-                    scopes=list(dict.fromkeys(body.scopes)),
+                    role=role,
                     namespaces=namespaces,
                 )
-                await self._audit(tx, p, "user.create", target_id=str(row.id))
+                await self._audit(tx, p, "user.create", target_id=str(row.id), detail={"role": role})
         except IntegrityError as exc:
             # Unique per tenant: this says nothing about other tenants' users.
             raise UserExists(
@@ -55,12 +65,15 @@ class AccountOps(FacadeBase):
         return UserOut.model_validate(row)
 
     @operation("read")
-    async def list_users(self, p: Principal) -> list[UserOut]:
-        """The tenant's users (never their password hashes)."""
+    async def list_users(self, p: Principal, *, limit: int = 50, cursor: str | None = None) -> UserPage:
+        """The tenant's users newest first (never their password hashes); follow `next_cursor`."""
         p.require("admin")
+        within = _sorted(p.namespaces)
         async with self._db.tenant_tx(p.tenant_id) as tx:
-            rows = await repo.list_users(tx.session, p.tenant_id)
-        return [UserOut.model_validate(r) for r in rows if p.covers(r.namespaces)]
+            rows, next_cursor = await repo.page_users(
+                tx.session, p.tenant_id, within=within, limit=limit, cursor=cursor
+            )
+        return UserPage(data=[UserOut.model_validate(r) for r in rows], next_cursor=next_cursor)
 
     @operation("read")
     async def find_user(self, p: Principal, email: str) -> UserOut:
@@ -77,9 +90,14 @@ class AccountOps(FacadeBase):
         tokens stop working on the next request)."""
         p.require("admin")
         async with self._db.tenant_tx(p.tenant_id) as tx:
-            row = await repo.disable_user(tx.session, p.tenant_id, user_id)
-            if row is None:
+            target = await repo.get_user(tx.session, p.tenant_id, user_id)
+            if target is None:
                 raise UserNotFound(f"No user with id {user_id}.")
+            if target.disabled_at is None:
+                # Disabling is a removal as far as owners go: never the last one.
+                await rules.may_change(tx.session, p, await rules.acting_role(tx.session, p), target, None)
+            row = await repo.disable_user(tx.session, p.tenant_id, user_id)
+            assert row is not None
             # Raised inside the transaction, so the disabling rolls back.
             p.require_reach("admin", row.namespaces)
             revoked = await repo.revoke_grants(tx.session, p.tenant_id, user_id=user_id, reason="user_disabled")

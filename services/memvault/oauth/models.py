@@ -6,11 +6,17 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ARRAY, DateTime, ForeignKey, Text, func, text
+from sqlalchemy import ARRAY, Computed, DateTime, ForeignKey, Text, func, text
 from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memvault.db.base import Base
+
+# The generated column's expression, as migration 0023 wrote it (members/roles.py ROLE_SCOPES in SQL).
+SCOPES_OF_ROLE = (
+    "CASE role WHEN 'viewer' THEN ARRAY['read']::text[] WHEN 'member' THEN ARRAY['read', 'write']::text[] "
+    "ELSE ARRAY['read', 'write', 'admin']::text[] END"
+)
 
 
 class OAuthClient(Base):
@@ -53,12 +59,16 @@ class OAuthUser(Base):
     email: Mapped[str] = mapped_column(Text)
     name: Mapped[str] = mapped_column(Text, server_default="")
     password_hash: Mapped[str] = mapped_column(Text)
-    scopes: Mapped[list[str]] = mapped_column(ARRAY(Text), server_default=text("'{read,write}'"))
+    # owner, admin, member or viewer (members/roles.py); scopes follow from it (migration 0023).
+    role: Mapped[str] = mapped_column(Text, server_default="member")
+    scopes: Mapped[list[str]] = mapped_column(ARRAY(Text), Computed(SCOPES_OF_ROLE, persisted=True))
     # What the user may consent to share; None: every namespace of the tenant.
     namespaces: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     last_login_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     disabled_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Null until a self-serve owner follows the link mailed at sign-up; such a user cannot sign in.
+    email_verified_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class OAuthGrant(Base):

@@ -8,10 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy import Text, bindparam, delete, func, insert, select, text, update
+from sqlalchemy.dialects.postgresql import ARRAY as PG_ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.db.pagination import newest_first
 from memvault.namespaces.models import Namespace
 from memvault.oauth.models import AuthorizationCode, OAuthClient, OAuthGrant, OAuthUser, RefreshToken, SigningKey
 
@@ -89,6 +91,7 @@ class FoundUser:
     password_hash: str
     disabled_at: datetime | None
     tenant_name: str
+    email_verified: bool
 
 
 async def find_users_by_email(s: AsyncSession, email: str) -> list[FoundUser]:
@@ -104,8 +107,9 @@ async def create_user(
     email: str,
     name: str,
     password_hash: str,
-    scopes: list[str],
+    role: str,
     namespaces: list[str] | None,
+    verified: bool = True,
 ) -> OAuthUser:
     row = await s.scalar(
         insert(OAuthUser)
@@ -114,8 +118,9 @@ async def create_user(
             email=email,
             name=name,
             password_hash=password_hash,
-            scopes=scopes,
+            role=role,
             namespaces=namespaces,
+            email_verified_at=func.now() if verified else None,
         )
         .returning(OAuthUser)
     )
@@ -136,6 +141,67 @@ async def list_users(s: AsyncSession, tenant_id: uuid.UUID) -> list[OAuthUser]:
     return list((await s.scalars(stmt)).all())
 
 
+async def page_users(
+    s: AsyncSession, tenant_id: uuid.UUID, *, within: list[str] | None, limit: int, cursor: str | None
+) -> tuple[list[OAuthUser], str | None]:
+    """One page of the tenant's users, newest first (db/pagination.py); with ``within``, only
+    users limited to those namespaces (what a namespace-limited key may see)."""
+    stmt = select(OAuthUser).where(OAuthUser.tenant_id == tenant_id)
+    if within is not None:
+        inside = OAuthUser.namespaces.op("<@")(bindparam("within", within, type_=PG_ARRAY(Text)))
+        stmt = stmt.where(OAuthUser.namespaces.is_not(None), inside)
+    rows, next_cursor = await newest_first(s, stmt, OAuthUser.created_at, OAuthUser.id, limit=limit, cursor=cursor)
+    return list(rows), next_cursor
+
+
+async def count_active_users(s: AsyncSession, tenant_id: uuid.UUID) -> int:
+    """Members that count against the plan: every user not disabled."""
+    stmt = select(func.count()).where(OAuthUser.tenant_id == tenant_id, OAuthUser.disabled_at.is_(None))
+    return int(await s.scalar(stmt) or 0)
+
+
+async def lock_owners(s: AsyncSession, tenant_id: uuid.UUID) -> list[uuid.UUID]:
+    """The active owners, locked until the transaction ends: two owners demoting each other at
+    once wait for one another, so the last owner check cannot be raced to zero owners."""
+    stmt = (
+        select(OAuthUser.id)
+        .where(OAuthUser.tenant_id == tenant_id, OAuthUser.role == "owner", OAuthUser.disabled_at.is_(None))
+        .order_by(OAuthUser.id)
+        .with_for_update()
+    )
+    return list((await s.scalars(stmt)).all())
+
+
+async def set_role(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID, role: str) -> OAuthUser | None:
+    stmt = (
+        update(OAuthUser)
+        .where(OAuthUser.tenant_id == tenant_id, OAuthUser.id == user_id)
+        .values(role=role)
+        .returning(OAuthUser)
+    )
+    return await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
+
+
+async def delete_user(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> None:
+    """Its grants, codes and refresh tokens go with it (foreign keys ON DELETE CASCADE)."""
+    await s.execute(
+        delete(OAuthUser).where(OAuthUser.tenant_id == tenant_id, OAuthUser.id == user_id),
+        execution_options={"synchronize_session": False},
+    )
+
+
+async def verify_email(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> bool:
+    """Mark the user's address verified; False if it already was (or there is no such user), so
+    only the first of two concurrent verifications goes on to issue anything."""
+    stmt = (
+        update(OAuthUser)
+        .where(OAuthUser.tenant_id == tenant_id, OAuthUser.id == user_id, OAuthUser.email_verified_at.is_(None))
+        .values(email_verified_at=func.now())
+        .returning(OAuthUser.id)
+    )
+    return await s.scalar(stmt, execution_options={"synchronize_session": False}) is not None
+
+
 async def disable_user(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> OAuthUser | None:
     stmt = (
         update(OAuthUser)
@@ -143,7 +209,7 @@ async def disable_user(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID
         .values(disabled_at=func.coalesce(OAuthUser.disabled_at, func.now()))
         .returning(OAuthUser)
     )
-    return await s.scalar(stmt, execution_options={"synchronize_session": False})
+    return await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
 
 
 async def mark_login(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> None:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import parse_qs, urlsplit
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 
 from memvault.gateway.deps import AdminPrincipal, Api
@@ -20,7 +20,7 @@ from memvault.gateway.idempotency import IDEMPOTENT, NOT_IDEMPOTENT
 from memvault.oauth import clients, pages
 from memvault.oauth.authorization import ChooseAccount, ConsentInvalid, LoginFailed, RedirectError
 from memvault.oauth.errors import InvalidRequest, OAuthError
-from memvault.oauth.schemas import AccountOut, GrantOut, UserIn, UserOut
+from memvault.oauth.schemas import AccountOut, GrantOut, UserIn, UserOut, UserPage
 from memvault.ratelimit import RateLimited
 
 router = APIRouter(tags=["oauth"])
@@ -253,9 +253,14 @@ async def create_user(body: UserIn, p: AdminPrincipal, api: Api) -> UserOut:
 
 
 @users_router.get("/users")
-async def list_users(p: AdminPrincipal, api: Api) -> list[UserOut]:
-    """The tenant's users."""
-    return await api.list_users(p)
+async def list_users(
+    p: AdminPrincipal,
+    api: Api,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=500)] = None,
+) -> UserPage:
+    """The tenant's users newest first, with their roles; follow `next_cursor` (docs/accounts.md)."""
+    return await api.list_users(p, limit=limit, cursor=cursor)
 
 
 @users_router.post("/users/{user_id}/disable", dependencies=[IDEMPOTENT])

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memvault.fields import NOT_STORED, Body
+from memvault.members.roles import Role
 from memvault.namespaces.schemas import NamespaceNames
 
 OAuthScope = Literal["read", "write"]
@@ -24,10 +25,15 @@ class UserIn(Body):
         min_length=1, max_length=1024, description="At least 10 characters; stored as Argon2id."
     )
     name: str = Field(default="", max_length=200)
+    role: Role | None = Field(
+        default=None,
+        description="owner, admin, member or viewer (docs/accounts.md). Omitted: from `scopes` (member if they "
+        "include write, else viewer). Only an owner makes owners; a namespace-limited key makes members and viewers.",
+    )
     scopes: list[OAuthScope] = Field(
         default_factory=lambda: list[OAuthScope](["read", "write"]),
         min_length=1,
-        description="The most a client may be granted.",
+        description="Before roles: the most a client may be granted. Ignored when `role` is given.",
     )
     namespaces: NamespaceNames = Field(
         default=None,
@@ -47,11 +53,18 @@ class UserOut(BaseModel):
     id: uuid.UUID
     email: str
     name: str
-    scopes: list[str]
+    role: Role
+    scopes: list[str] = Field(description="What the role stands for; OAuth clients get at most read and write.")
     namespaces: list[str] | None
     created_at: datetime
     last_login_at: datetime | None
     disabled_at: datetime | None
+    email_verified_at: datetime | None = Field(description="Null: a sign-up not yet verified; it cannot sign in.")
+
+
+class UserPage(BaseModel):
+    data: list[UserOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
 
 
 class ClientOut(BaseModel):

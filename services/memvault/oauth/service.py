@@ -73,7 +73,13 @@ class OAuthOps(FacadeBase):
             ring = KeyRing(
                 self._db,
                 rotation_s=self._settings.oauth_key_rotation_s,
-                token_ttl_s=max(self._settings.oauth_access_token_ttl_s, self._settings.oauth_login_ttl_s),
+                # Also signs sign-up verification and invitation links (members/), which live longest.
+                token_ttl_s=max(
+                    self._settings.oauth_access_token_ttl_s,
+                    self._settings.oauth_login_ttl_s,
+                    self._settings.signup_verify_ttl_s,
+                    self._settings.invitation_ttl_s,
+                ),
             )
             self.__dict__["_oauth_keyring"] = ring
         return ring
@@ -251,12 +257,18 @@ class OAuthOps(FacadeBase):
             candidates = await repo.find_users_by_email(s, email)
         if account:
             candidates = [c for c in candidates if c.tenant_name == account]
-        matches = []
+        matches, unverified = [], 0
         for c in candidates:
             if await secrets.verify_password(c.password_hash, password) and c.disabled_at is None:
-                matches.append(c)
+                if c.email_verified:
+                    matches.append(c)
+                else:
+                    unverified += 1
         if not candidates:
             await secrets.verify_password(None, password)  # an unknown email costs what a wrong password does
+        if not matches and unverified:
+            # Said only to someone who knows the password: nothing a stranger learns.
+            raise LoginFailed("Verify your email address first: follow the link we sent when you signed up.")
         if not matches:
             raise LoginFailed("The email or password is not right, or the account is disabled.")
         if len(matches) > 1:
@@ -494,7 +506,9 @@ class OAuthOps(FacadeBase):
                 await repo.touch_grant(tx.session, tenant_id, grant.id)
         if failure is not None:
             raise failure
-        scopes = [s for s in grant.scopes if s in requested]
+        # Never more than the user's role allows now (a demotion also revokes grants; this is the
+        # second lock).
+        scopes = [s for s in grant.scopes if s in requested and user is not None and s in user.scopes]
         return await self._token_response(tenant_id, grant, scopes, refresh)
 
     async def _store_refresh(self, s: Any, tenant_id: uuid.UUID, grant_id: uuid.UUID, refresh: str) -> None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import uuid
+
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -21,3 +23,7 @@ async def by_name(s: AsyncSession, name: str) -> Tenant | None:
 async def count_in_use(s: AsyncSession) -> int:
     """Tenants that people use: the reserved system tenant (system-scope memories) is not one."""
     return int(await s.scalar(select(func.count()).select_from(Tenant).where(Tenant.id != SYSTEM_TENANT_ID)) or 0)
+
+
+async def get(s: AsyncSession, tenant_id: uuid.UUID) -> Tenant | None:
+    return await s.get(Tenant, tenant_id)

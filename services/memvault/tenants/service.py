@@ -15,6 +15,7 @@ from memvault.errors import Conflict, InvalidInput
 from memvault.keys import repository as keys_repo
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.schemas import NAMESPACE_NAME
+from memvault.oauth import repository as oauth_repo
 from memvault.plans import repository as plans_repo
 from memvault.principal import SYSTEM_TENANT_ID
 from memvault.tenants import repository as repo
@@ -38,6 +39,47 @@ class NewTenant:
 async def create(
     s: AsyncSession, name: str, *, namespace: str = "default", actor: str = "operator", plan: str = "unlimited"
 ) -> NewTenant:
+    tenant = await _create_bare(s, name, namespace=namespace, actor=actor, plan=plan)
+    key, raw = await keys_repo.create(
+        s,
+        tenant.id,
+        name="admin (created with the tenant)",
+        scopes=["read", "write", "admin"],
+        namespaces=None,
+        default_namespace=namespace,
+    )
+    return NewTenant(id=tenant.id, name=name, namespace=namespace, key_id=key.id, api_key=raw)
+
+
+@dataclass(frozen=True)
+class NewOrganisation:
+    id: uuid.UUID
+    name: str
+    namespace: str
+    owner_id: uuid.UUID
+    owner_email: str
+
+
+async def create_organisation(
+    s: AsyncSession, name: str, *, namespace: str, plan: str, owner_email: str, owner_password_hash: str
+) -> NewOrganisation:
+    """A self-serve tenant: its namespace and an unverified owner, and no API key yet (one is
+    issued when the owner verifies the address, members/signup.py)."""
+    tenant = await _create_bare(s, name, namespace=namespace, actor="signup", plan=plan)
+    owner = await oauth_repo.create_user(
+        s,
+        tenant.id,
+        email=owner_email,
+        name="",
+        password_hash=owner_password_hash,
+        role="owner",
+        namespaces=None,
+        verified=False,
+    )
+    return NewOrganisation(id=tenant.id, name=name, namespace=namespace, owner_id=owner.id, owner_email=owner_email)
+
+
+async def _create_bare(s: AsyncSession, name: str, *, namespace: str, actor: str, plan: str) -> Tenant:
     # The same rule as POST /v1/namespaces: a name that cannot sit in a URL path is unreachable.
     if not re.fullmatch(NAMESPACE_NAME, namespace):
         raise InvalidInput(
@@ -53,16 +95,8 @@ async def create(
     await set_local(s, {"app.tenant_id": str(tenant.id)})
     ns = await ns_repo.create(s, tenant.id, namespace, "Created with the tenant.")
     assert ns is not None
-    key, raw = await keys_repo.create(
-        s,
-        tenant.id,
-        name="admin (created with the tenant)",
-        scopes=["read", "write", "admin"],
-        namespaces=None,
-        default_namespace=namespace,
-    )
     await audit.record(s, tenant.id, actor, "tenant.create", target_id=str(tenant.id), detail={"name": name})
-    return NewTenant(id=tenant.id, name=name, namespace=namespace, key_id=key.id, api_key=raw)
+    return tenant
 
 
 async def by_name(s: AsyncSession, name: str) -> Tenant | None:
