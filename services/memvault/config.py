@@ -255,9 +255,24 @@ class Settings(BaseSettings):
     )
     oauth_register_limit: str = Field(default="20/minute;200/hour", description="Client registrations per address.")
     oauth_token_limit: str = Field(default="60/minute;1000/hour", description="Token requests per address.")
+    bad_credentials_limit_per_address: str = Field(
+        default="10/minute;100/hour",
+        description="Requests with an invalid API key or access token from one address (IPv6: one /64) before the "
+        "answer is 429 instead of 401; the later tiers are the backoff. Valid credentials are never refused.",
+    )
+    concurrency_lease_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long a running request holds one of its tenant's concurrent-request slots in Redis at "
+        "most: a replica that dies mid-request frees its slots after this.",
+    )
 
     @field_validator(
-        "signin_limit_per_address", "signin_limit_per_account", "oauth_register_limit", "oauth_token_limit"
+        "signin_limit_per_address",
+        "signin_limit_per_account",
+        "oauth_register_limit",
+        "oauth_token_limit",
+        "bad_credentials_limit_per_address",
     )
     @classmethod
     def _rate_limit(cls, v: str) -> str:

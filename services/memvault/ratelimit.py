@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from limits import RateLimitItem, parse_many
+from limits import RateLimitItem, RateLimitItemPerMinute, parse_many
 from limits.aio.storage import MemoryStorage, RedisStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
@@ -77,6 +77,19 @@ def _key(parts: tuple[str, ...]) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class Window:
+    """Where one per-minute limit stands after a request was counted against it: what the
+    `RateLimit-Policy` / `RateLimit` headers tell the client (draft-ietf-httpapi-ratelimit-headers)."""
+
+    policy: str
+    quota: int
+    remaining: int
+    reset_s: int
+    allowed: bool
+    window_s: int = 60
+
+
 class RateLimiter:
     def __init__(self, redis_url: str | None, *, prefix: str = "memvault:rl") -> None:
         storage: Any
@@ -122,3 +135,18 @@ class RateLimiter:
                 await self._limiter.clear(tier, limit.name, ident)
             except StorageError as exc:
                 log.warning("rate limit storage unavailable (%s); %s not cleared", exc, limit.name)
+
+    async def take(self, policy: str, per_minute: int, *key: str) -> Window | None:
+        """Count one request for ``key`` against ``per_minute`` in ``policy``'s moving window and
+        say where it stands. A request refused is not counted. None when the storage failed: the
+        request goes through unlimited rather than failing with Redis."""
+        item = RateLimitItemPerMinute(per_minute)
+        ident = _key(key)
+        try:
+            allowed = await self._limiter.hit(item, policy, ident)
+            stats = await self._limiter.get_window_stats(item, policy, ident)
+        except StorageError as exc:
+            log.warning("rate limit storage unavailable (%s); %s not limited", exc, policy)
+            return None
+        reset = max(0, math.ceil(stats.reset_time - time.time()))
+        return Window(policy, per_minute, max(0, stats.remaining), reset, allowed)
