@@ -19,7 +19,7 @@ from typing import Any
 
 from limits import RateLimitItem, RateLimitItemPerMinute, parse_many
 from limits.aio.storage import MemoryStorage, RedisStorage
-from limits.aio.strategies import MovingWindowRateLimiter
+from limits.aio.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
 from limits.errors import StorageError
 
 from memvault.errors import MemvaultError
@@ -106,6 +106,7 @@ class RateLimiter:
         else:
             storage = MemoryStorage(wrap_exceptions=True)
         self._limiter = MovingWindowRateLimiter(storage)
+        self._counter = SlidingWindowCounterRateLimiter(storage)
 
     async def hit(self, limit: Limit, *key: str, what: str = "requests") -> None:
         """Count one attempt for ``key`` against each tier of ``limit``; RateLimited (saying when
@@ -136,17 +137,23 @@ class RateLimiter:
             except StorageError as exc:
                 log.warning("rate limit storage unavailable (%s); %s not cleared", exc, limit.name)
 
-    async def take(self, policy: str, per_minute: int, *key: str) -> Window | None:
-        """Count one request for ``key`` against ``per_minute`` in ``policy``'s moving window and
-        say where it stands. A request refused is not counted. None when the storage failed: the
-        request goes through unlimited rather than failing with Redis."""
-        item = RateLimitItemPerMinute(per_minute)
-        ident = _key(key)
+    async def count(self, policy: str, per_minute: int, *key: str) -> bool | None:
+        """Count one request for ``key`` against ``per_minute`` in ``policy``: whether it fits (a
+        request refused is not counted), None when the storage failed (the request goes through:
+        losing Redis must not refuse every request). Plans' limits use a sliding-window counter,
+        constant work per request however high the limit, unlike the moving window's list."""
         try:
-            allowed = await self._limiter.hit(item, policy, ident)
-            stats = await self._limiter.get_window_stats(item, policy, ident)
+            return await self._counter.hit(RateLimitItemPerMinute(per_minute), policy, _key(key))
         except StorageError as exc:
             log.warning("rate limit storage unavailable (%s); %s not limited", exc, policy)
+            return None
+
+    async def window(self, policy: str, per_minute: int, allowed: bool, *key: str) -> Window | None:
+        """Where ``key`` stands in ``policy`` now (for the RateLimit headers and Retry-After)."""
+        try:
+            stats = await self._counter.get_window_stats(RateLimitItemPerMinute(per_minute), policy, _key(key))
+        except StorageError as exc:
+            log.warning("rate limit storage unavailable (%s); %s not reported", exc, policy)
             return None
         reset = max(0, math.ceil(stats.reset_time - time.time()))
         return Window(policy, per_minute, max(0, stats.remaining), reset, allowed)

@@ -27,9 +27,7 @@ async def test_a_tool_call_over_the_limit_names_the_code_and_the_wait(base_url: 
         await call(s, "memory_list")
 
 
-async def test_bad_credentials_at_mcp_are_refused_with_429_before_a_tool_runs(
-    base_url: str, api: NamespaceAPI
-) -> None:
+async def test_bad_credentials_at_mcp_are_refused_with_429_before_a_tool_runs(base_url: str, api: NamespaceAPI) -> None:
     t = await make_tenant(api, "mcp-badkey")
     limit = int(api._settings.bad_credentials_limit_per_address.split("/")[0])
     ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}

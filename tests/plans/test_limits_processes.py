@@ -33,7 +33,10 @@ def two_servers(settings: Settings, redis_url: str, tmp_path: Path) -> Iterator[
         log = (tmp_path / f"serve{n}.log").open("wb")
         procs.append(
             subprocess.Popen(
-                [str(MEMVAULT), "serve", "--workers", "1", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+                [str(MEMVAULT), "serve", "--workers", "1", "--port", str(port)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         )
         bases.append(f"http://127.0.0.1:{port}")

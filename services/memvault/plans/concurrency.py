@@ -9,10 +9,10 @@ count is this process's.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,12 @@ return 1
 """
 
 
+@dataclass(frozen=True)
+class Lease:
+    tenant_id: uuid.UUID
+    id: str | None  # None: counted in this process (or not at all, Redis being away)
+
+
 class Slots:
     def __init__(self, redis: Any = None, *, lease_s: float = 120.0, prefix: str = "memvault:conc") -> None:
         self._redis = redis
@@ -39,36 +45,50 @@ class Slots:
         self._prefix = prefix
         self._local: dict[uuid.UUID, int] = {}
         self._take = redis.register_script(_TAKE) if redis is not None else None
+        # Leases being given back after their request answered (kept, or the loop may drop them).
+        self._returning: set[asyncio.Task[None]] = set()
 
-    @asynccontextmanager
-    async def hold(self, tenant_id: uuid.UUID, cap: int) -> AsyncIterator[bool]:
-        """Yield whether a slot was free (and hold it until the block ends)."""
+    async def take(self, tenant_id: uuid.UUID, cap: int) -> Lease | None:
+        """A slot of the tenant's ``cap``, or None when all are taken."""
         if self._take is None:
-            if self._local.get(tenant_id, 0) >= cap:
-                yield False
-                return
-            self._local[tenant_id] = self._local.get(tenant_id, 0) + 1
-            try:
-                yield True
-            finally:
-                left = self._local[tenant_id] - 1
-                if left:
-                    self._local[tenant_id] = left
-                else:
-                    del self._local[tenant_id]
-            return
-        key, lease = f"{self._prefix}:{tenant_id}", uuid.uuid4().hex
+            held = self._local.get(tenant_id, 0)
+            if held >= cap:
+                return None
+            self._local[tenant_id] = held + 1
+            return Lease(tenant_id, None)
+        lease = Lease(tenant_id, uuid.uuid4().hex)
         try:
-            taken = bool(await self._take(keys=[key], args=[cap, self._lease_ms, lease]))
+            taken = await self._take(keys=[self._key(tenant_id)], args=[cap, self._lease_ms, lease.id])
         except Exception as exc:  # Redis away: serve unlimited rather than refuse every request
             log.warning("concurrency storage unavailable (%s); tenant %s not limited", exc, tenant_id)
-            yield True
+            return _UNCOUNTED
+        return lease if taken else None
+
+    def give_back(self, lease: Lease) -> None:
+        """Free the slot. In Redis after the answer has gone, so the client does not wait for it; a
+        give-back that fails leaves the lease to lapse."""
+        if lease is _UNCOUNTED:
             return
+        if lease.id is None:
+            left = self._local[lease.tenant_id] - 1
+            if left:
+                self._local[lease.tenant_id] = left
+            else:
+                del self._local[lease.tenant_id]
+            return
+        task = asyncio.get_running_loop().create_task(self._zrem(lease))
+        self._returning.add(task)
+        task.add_done_callback(self._returning.discard)
+
+    async def _zrem(self, lease: Lease) -> None:
         try:
-            yield taken
-        finally:
-            if taken:
-                try:
-                    await self._redis.zrem(key, lease)
-                except Exception as exc:  # the lease lapses by itself
-                    log.warning("could not give back a concurrency slot (%s)", exc)
+            await self._redis.zrem(self._key(lease.tenant_id), lease.id)
+        except Exception as exc:
+            log.warning("could not give back a concurrency slot (%s); it lapses by itself", exc)
+
+    def _key(self, tenant_id: uuid.UUID) -> str:
+        return f"{self._prefix}:{tenant_id}"
+
+
+# Handed out when Redis could not be asked: nothing to give back.
+_UNCOUNTED = Lease(uuid.UUID(int=0), "uncounted")

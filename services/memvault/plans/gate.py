@@ -10,6 +10,7 @@ no report (MCP, jobs) just does not get the headers.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -47,11 +48,10 @@ def _report_windows(windows: list[Window]) -> None:
         held[:] = windows
 
 
-def _refusal(w: Window, per: str, kind: str) -> RateLimited:
-    retry = max(1, w.reset_s)
-    return RateLimited(
-        f"This {per} may make {w.quota} {kind} requests a minute; retry in {retry} s.", retry_after=retry
-    )
+def _refusal(w: Window | None, quota: int, per: str, kind: str) -> RateLimited:
+    # Without a window (its read failed) the client still gets a wait: a few seconds.
+    retry = max(1, w.reset_s) if w is not None else 5
+    return RateLimited(f"This {per} may make {quota} {kind} requests a minute; retry in {retry} s.", retry_after=retry)
 
 
 class LimitGate:
@@ -75,40 +75,63 @@ class LimitGate:
         if per_key is None and per_tenant is None and cap is None:
             yield
             return
-        await self._count(p.tenant_id, credential, op.kind, per_key, per_tenant)
+        counting = self._count(p.tenant_id, credential, op.kind, per_key, per_tenant)
         if cap is None:
+            await counting
             yield
             return
-        async with self._slots.hold(p.tenant_id, cap) as held:
-            if not held:
-                raise RateLimited(
-                    f"This tenant already runs {cap} requests at once, its plan's limit; "
-                    f"retry in {CONCURRENCY_RETRY_S} s.",
-                    retry_after=CONCURRENCY_RETRY_S,
-                )
+        # The slot is taken beside the first count: one Redis round trip less on every request.
+        lease, counted = await asyncio.gather(self._slots.take(p.tenant_id, cap), counting, return_exceptions=True)
+        if isinstance(lease, BaseException):
+            raise lease
+        if isinstance(counted, BaseException):
+            if lease is not None:
+                self._slots.give_back(lease)
+            raise counted
+        if lease is None:
+            raise RateLimited(
+                f"This tenant already runs {cap} requests at once, its plan's limit; retry in {CONCURRENCY_RETRY_S} s.",
+                retry_after=CONCURRENCY_RETRY_S,
+            )
+        try:
             yield
+        finally:
+            self._slots.give_back(lease)
 
     async def _count(
         self, tenant_id: uuid.UUID, credential: str, kind: str, per_key: int | None, per_tenant: int | None
     ) -> None:
-        # The key's limit first, the tenant's only if the key may go on: a key refused at its own
-        # limit must not spend the budget the tenant's other keys share.
-        windows: list[Window] = []
+        """Count the request against the key's limit, then, if the key may go on, the tenant's: a
+        key refused at its own limit must not spend the budget the tenant's other keys share. The
+        windows (for the headers) are read beside the next count."""
+        rates = self._rates
+        key_policy, tenant_policy = f"key-{kind}", f"tenant-{kind}"
+        windows: list[Window | None] = []
         try:
+            key_ok: bool | None = None
             if per_key is not None:
-                w = await self._rates.take(f"key-{kind}", per_key, credential)
-                if w is not None:
-                    windows.append(w)
-                    if not w.allowed:
-                        raise _refusal(w, "API key", kind)
+                key_ok = await rates.count(key_policy, per_key, credential)
+                if key_ok is False:
+                    windows.append(await rates.window(key_policy, per_key, False, credential))
+                    raise _refusal(windows[-1], per_key, "API key", kind)
+            tenant_ok: bool | None = None
             if per_tenant is not None:
-                w = await self._rates.take(f"tenant-{kind}", per_tenant, str(tenant_id))
-                if w is not None:
-                    windows.append(w)
-                    if not w.allowed:
-                        raise _refusal(w, "tenant", kind)
+                if per_key is not None and key_ok is not None:
+                    tenant_ok, key_window = await asyncio.gather(
+                        rates.count(tenant_policy, per_tenant, str(tenant_id)),
+                        rates.window(key_policy, per_key, True, credential),
+                    )
+                    windows.append(key_window)
+                else:
+                    tenant_ok = await rates.count(tenant_policy, per_tenant, str(tenant_id))
+                if tenant_ok is not None:
+                    windows.append(await rates.window(tenant_policy, per_tenant, tenant_ok, str(tenant_id)))
+                if tenant_ok is False:
+                    raise _refusal(windows[-1], per_tenant, "tenant", kind)
+            elif per_key is not None and key_ok is not None:
+                windows.append(await rates.window(key_policy, per_key, True, credential))
         finally:
-            _report_windows(windows)
+            _report_windows([w for w in windows if w is not None])
 
     async def count_bad_credential(self, address: str) -> None:
         """Count a refused credential from ``address`` (client_address: IPv6 counts by /64); past

@@ -79,6 +79,4 @@ async def count_memories(s: AsyncSession, tenant_id: uuid.UUID) -> int:
 
 
 async def count_namespaces(s: AsyncSession, tenant_id: uuid.UUID) -> int:
-    return int(
-        await s.scalar(select(func.count()).select_from(Namespace).where(Namespace.tenant_id == tenant_id)) or 0
-    )
+    return int(await s.scalar(select(func.count()).select_from(Namespace).where(Namespace.tenant_id == tenant_id)) or 0)
