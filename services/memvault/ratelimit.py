@@ -14,7 +14,7 @@ import ipaddress
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from limits import RateLimitItem, RateLimitItemPerMinute, parse_many
@@ -89,6 +89,10 @@ class Window:
     allowed: bool
     window_s: int = 60
 
+    def after(self, counted: bool) -> Window:
+        """This window, read after a request was counted in it, as the refusal reports it."""
+        return self if counted else replace(self, remaining=0, allowed=False)
+
 
 class RateLimiter:
     def __init__(self, redis_url: str | None, *, prefix: str = "memvault:rl") -> None:
@@ -148,12 +152,12 @@ class RateLimiter:
             log.warning("rate limit storage unavailable (%s); %s not limited", exc, policy)
             return None
 
-    async def window(self, policy: str, per_minute: int, allowed: bool, *key: str) -> Window | None:
-        """Where ``key`` stands in ``policy`` now (for the RateLimit headers and Retry-After)."""
+    async def window(self, policy: str, per_minute: int, *key: str) -> Window | None:
+        """Where ``key`` stands in ``policy`` now (read after the count, for the headers)."""
         try:
             stats = await self._counter.get_window_stats(RateLimitItemPerMinute(per_minute), policy, _key(key))
         except StorageError as exc:
             log.warning("rate limit storage unavailable (%s); %s not reported", exc, policy)
             return None
         reset = max(0, math.ceil(stats.reset_time - time.time()))
-        return Window(policy, per_minute, max(0, stats.remaining), reset, allowed)
+        return Window(policy, per_minute, max(0, stats.remaining), reset, True)

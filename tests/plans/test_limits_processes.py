@@ -1,6 +1,6 @@
-"""SLOW (30 s to minutes on a loaded machine): two real `memvault serve` processes on one PostgreSQL and one Redis count one
-limit together: a key's searches through either server add up, and the 429 comes from whichever
-server the request past the limit reaches."""
+"""SLOW (30 s, minutes on a loaded machine): two real `memvault serve` processes on one PostgreSQL
+and one Redis count one limit together: a key's searches through either server add up, and the
+429 comes from whichever server the request past the limit reaches."""
 
 from __future__ import annotations
 

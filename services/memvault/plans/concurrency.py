@@ -9,7 +9,6 @@ count is this process's.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
@@ -45,8 +44,6 @@ class Slots:
         self._prefix = prefix
         self._local: dict[uuid.UUID, int] = {}
         self._take = redis.register_script(_TAKE) if redis is not None else None
-        # Leases being given back after their request answered (kept, or the loop may drop them).
-        self._returning: set[asyncio.Task[None]] = set()
 
     async def take(self, tenant_id: uuid.UUID, cap: int) -> Lease | None:
         """A slot of the tenant's ``cap``, or None when all are taken."""
@@ -64,9 +61,9 @@ class Slots:
             return _UNCOUNTED
         return lease if taken else None
 
-    def give_back(self, lease: Lease) -> None:
-        """Free the slot. In Redis after the answer has gone, so the client does not wait for it; a
-        give-back that fails leaves the lease to lapse."""
+    async def give_back(self, lease: Lease) -> None:
+        """Free the slot, before the answer goes: a client that sends its next request on the
+        answer must find it free. A give-back that fails leaves the lease to lapse."""
         if lease is _UNCOUNTED:
             return
         if lease.id is None:
@@ -76,11 +73,6 @@ class Slots:
             else:
                 del self._local[lease.tenant_id]
             return
-        task = asyncio.get_running_loop().create_task(self._zrem(lease))
-        self._returning.add(task)
-        task.add_done_callback(self._returning.discard)
-
-    async def _zrem(self, lease: Lease) -> None:
         try:
             await self._redis.zrem(self._key(lease.tenant_id), lease.id)
         except Exception as exc:

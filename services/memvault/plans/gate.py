@@ -20,7 +20,7 @@ from typing import Any
 from memvault.config import Settings
 from memvault.operations import Operation
 from memvault.plans.book import PlanBook
-from memvault.plans.concurrency import Slots
+from memvault.plans.concurrency import Lease, Slots
 from memvault.principal import Principal
 from memvault.ratelimit import Limit, RateLimited, RateLimiter, Window
 
@@ -46,6 +46,10 @@ def _report_windows(windows: list[Window]) -> None:
     held = _report.get()
     if held is not None:
         held[:] = windows
+
+
+async def _nothing() -> None:
+    return None
 
 
 def _refusal(w: Window | None, quota: int, per: str, kind: str) -> RateLimited:
@@ -75,63 +79,63 @@ class LimitGate:
         if per_key is None and per_tenant is None and cap is None:
             yield
             return
-        counting = self._count(p.tenant_id, credential, op.kind, per_key, per_tenant)
-        if cap is None:
-            await counting
-            yield
-            return
-        # The slot is taken beside the first count: one Redis round trip less on every request.
-        lease, counted = await asyncio.gather(self._slots.take(p.tenant_id, cap), counting, return_exceptions=True)
-        if isinstance(lease, BaseException):
-            raise lease
-        if isinstance(counted, BaseException):
-            if lease is not None:
-                self._slots.give_back(lease)
-            raise counted
-        if lease is None:
-            raise RateLimited(
-                f"This tenant already runs {cap} requests at once, its plan's limit; retry in {CONCURRENCY_RETRY_S} s.",
-                retry_after=CONCURRENCY_RETRY_S,
-            )
+        lease = await self._count(p.tenant_id, credential, op.kind, per_key, per_tenant, cap)
         try:
             yield
         finally:
-            self._slots.give_back(lease)
+            if lease is not None:
+                await self._slots.give_back(lease)
 
     async def _count(
-        self, tenant_id: uuid.UUID, credential: str, kind: str, per_key: int | None, per_tenant: int | None
-    ) -> None:
-        """Count the request against the key's limit, then, if the key may go on, the tenant's: a
-        key refused at its own limit must not spend the budget the tenant's other keys share. The
-        windows (for the headers) are read beside the next count."""
-        rates = self._rates
+        self,
+        tenant_id: uuid.UUID,
+        credential: str,
+        kind: str,
+        per_key: int | None,
+        per_tenant: int | None,
+        cap: int | None,
+    ) -> Lease | None:
+        """Count the request against the key's limit, then, only if the key may go on, the
+        tenant's: a key refused at its own limit must not spend the budget the tenant's other keys
+        share. A window is read after its count (the headers say where the request left it), the
+        key's beside the tenant's count, and the concurrency slot is taken beside the first count:
+        three round trips to Redis at most. Returns the slot to give back (None: no cap)."""
+        rates, tenant = self._rates, str(tenant_id)
         key_policy, tenant_policy = f"key-{kind}", f"tenant-{kind}"
-        windows: list[Window | None] = []
+        windows: list[Window] = []
+        lease: Lease | None = None
         try:
-            key_ok: bool | None = None
-            if per_key is not None:
-                key_ok = await rates.count(key_policy, per_key, credential)
-                if key_ok is False:
-                    windows.append(await rates.window(key_policy, per_key, False, credential))
-                    raise _refusal(windows[-1], per_key, "API key", kind)
-            tenant_ok: bool | None = None
-            if per_tenant is not None:
-                if per_key is not None and key_ok is not None:
-                    tenant_ok, key_window = await asyncio.gather(
-                        rates.count(tenant_policy, per_tenant, str(tenant_id)),
-                        rates.window(key_policy, per_key, True, credential),
-                    )
-                    windows.append(key_window)
-                else:
-                    tenant_ok = await rates.count(tenant_policy, per_tenant, str(tenant_id))
-                if tenant_ok is not None:
-                    windows.append(await rates.window(tenant_policy, per_tenant, tenant_ok, str(tenant_id)))
-                if tenant_ok is False:
-                    raise _refusal(windows[-1], per_tenant, "tenant", kind)
-            elif per_key is not None and key_ok is not None:
-                windows.append(await rates.window(key_policy, per_key, True, credential))
+            key_ok, lease = await asyncio.gather(
+                rates.count(key_policy, per_key, credential) if per_key is not None else _nothing(),
+                self._slots.take(tenant_id, cap) if cap is not None else _nothing(),
+            )
+            if key_ok is False:
+                window = await rates.window(key_policy, per_key or 0, credential)
+                windows += [window.after(False)] if window else []
+                raise _refusal(window, per_key or 0, "API key", kind)
+            tenant_ok, key_window = await asyncio.gather(
+                rates.count(tenant_policy, per_tenant, tenant) if per_tenant is not None else _nothing(),
+                rates.window(key_policy, per_key, credential) if key_ok else _nothing(),
+            )
+            windows += [key_window] if key_window else []
+            if tenant_ok is not None:
+                window = await rates.window(tenant_policy, per_tenant or 0, tenant)
+                windows += [window.after(tenant_ok)] if window else []
+                if not tenant_ok:
+                    raise _refusal(window, per_tenant or 0, "tenant", kind)
+            if cap is not None and lease is None:
+                raise RateLimited(
+                    f"This tenant already runs {cap} requests at once, its plan's limit; "
+                    f"retry in {CONCURRENCY_RETRY_S} s.",
+                    retry_after=CONCURRENCY_RETRY_S,
+                )
+        except BaseException:
+            if lease is not None:
+                await self._slots.give_back(lease)
+            raise
         finally:
-            _report_windows([w for w in windows if w is not None])
+            _report_windows(windows)
+        return lease
 
     async def count_bad_credential(self, address: str) -> None:
         """Count a refused credential from ``address`` (client_address: IPv6 counts by /64); past
