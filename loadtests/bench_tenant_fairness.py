@@ -103,7 +103,8 @@ async def fairness(args: argparse.Namespace) -> None:
                 rows.append((label, a_workers, b_ms, b_codes, a_codes))
         alone_p95 = pct(rows[0][2], 95)
         print(
-            f"\nTenant fairness: cap {args.cap} concurrent requests, {args.seconds} s per phase, B: {args.b_workers} searcher(s)\n"
+            f"\nTenant fairness: cap {args.cap} concurrent requests, {args.seconds} s per phase, "
+            f"B: {args.b_workers} searcher(s)\n"
         )
         print("| phase | A searchers | B searches | B p50 ms | B p95 ms | B p95 / alone | B 429s | A 200s | A 429s |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
