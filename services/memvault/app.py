@@ -154,7 +154,9 @@ def create_app(
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, import_max_bytes=settings.max_import_bytes
     )
-    app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.body_read_timeout_s, min_rate=settings.body_min_rate)
+    app.add_middleware(
+        BodyTimeoutMiddleware, timeout_s=settings.body_read_timeout_s, min_rate=settings.body_min_rate
+    )
     # Inside the request id: a refusal carries an id and is logged like any answer.
     app.state.admission = admission = Admission(settings.max_in_flight)
     app.add_middleware(AdmissionMiddleware, admission=admission)
