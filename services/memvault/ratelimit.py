@@ -2,9 +2,11 @@
 moving window by the `limits` library, in Redis when one is configured (so every gateway replica
 counts the same attempts) and in this process's memory otherwise.
 
-Sign-in, client registration and the token endpoint use it now; per-key and per-tenant limits of
-plans (issue 23) are meant to be further `Limit`s on the same `RateLimiter`. Tiers are the backoff:
-a caller who keeps failing after the first tier is spent waits for the next, longer window.
+Sign-in, client registration, the token endpoint and refused credentials use `hit` with a `Limit`;
+tiers are the backoff: a caller who keeps failing after the first tier is spent waits for the next,
+longer window. The plans' requests per minute (plans/gate.py) use `count` and `window`: a
+sliding-window counter, whose work per request stays constant at any limit (the moving window
+keeps one entry per request, 20,000 for an enterprise tenant's minute).
 """
 
 from __future__ import annotations

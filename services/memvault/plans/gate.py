@@ -63,7 +63,7 @@ class LimitGate:
         self._plans = plans
         self._rates = RateLimiter(settings.redis_url, prefix="memvault:plan")
         self._slots = Slots(redis if settings.redis_url else None, lease_s=settings.concurrency_lease_s)
-        # Bad credentials per client address (see `guard_credentials`).
+        # Refused credentials per client address (count_bad_credential).
         self._bad = Limit("bad-credentials", settings.bad_credentials_limit_per_address)
         self._credentials = RateLimiter(settings.redis_url)
 
@@ -115,7 +115,7 @@ class LimitGate:
                 raise _refusal(window, per_key or 0, "API key", kind)
             tenant_ok, key_window = await asyncio.gather(
                 rates.count(tenant_policy, per_tenant, tenant) if per_tenant is not None else _nothing(),
-                rates.window(key_policy, per_key, credential) if key_ok else _nothing(),
+                rates.window(key_policy, per_key, credential) if key_ok and per_key is not None else _nothing(),
             )
             windows += [key_window] if key_window else []
             if tenant_ok is not None:
