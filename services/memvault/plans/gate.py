@@ -101,6 +101,9 @@ class LimitGate:
         key's beside the tenant's count, and the concurrency slot is taken beside the first count:
         three round trips to Redis at most. Returns the slot to give back (None: no cap)."""
         rates, tenant = self._rates, str(tenant_id)
+        # Windows are read for the headers of a REST answer; a door without them (MCP) skips the
+        # reads, but for the Retry-After of a refusal.
+        report = _report.get() is not None
         key_policy, tenant_policy = f"key-{kind}", f"tenant-{kind}"
         windows: list[Window] = []
         lease: Lease | None = None
@@ -115,10 +118,12 @@ class LimitGate:
                 raise _refusal(window, per_key or 0, "API key", kind)
             tenant_ok, key_window = await asyncio.gather(
                 rates.count(tenant_policy, per_tenant, tenant) if per_tenant is not None else _nothing(),
-                rates.window(key_policy, per_key, credential) if key_ok and per_key is not None else _nothing(),
+                rates.window(key_policy, per_key, credential)
+                if report and key_ok and per_key is not None
+                else _nothing(),
             )
             windows += [key_window] if key_window else []
-            if tenant_ok is not None:
+            if tenant_ok is False or (tenant_ok and report):
                 window = await rates.window(tenant_policy, per_tenant or 0, tenant)
                 windows += [window.after(tenant_ok)] if window else []
                 if not tenant_ok:
