@@ -31,6 +31,7 @@ from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
 from memvault.operations import operation
 from memvault.operator import OperatorOps
+from memvault.plans.service import LimitOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import Principal
 from memvault.retrieval.service import SearchOps
@@ -68,6 +69,7 @@ class NamespaceAPI(
     OAuthOps,
     AccountOps,
     OperatorOps,
+    LimitOps,
     FacadeBase,
 ):
     # ---- status ---------------------------------------------------------------------------

@@ -26,7 +26,12 @@ from memvault.events.router import router as events_router
 from memvault.forget.router import router as forget_router
 from memvault.gateway import idempotency, openapi, problems
 from memvault.gateway.admission import Admission, AdmissionMiddleware
-from memvault.gateway.middleware import BodyLimitMiddleware, BodyTimeoutMiddleware, RequestIdMiddleware
+from memvault.gateway.middleware import (
+    BodyLimitMiddleware,
+    BodyTimeoutMiddleware,
+    RateLimitHeadersMiddleware,
+    RequestIdMiddleware,
+)
 from memvault.jobs.dispatch import start_dispatcher
 from memvault.jobs.router import router as jobs_router
 from memvault.jobs.schedule import run_in_process
@@ -155,6 +160,7 @@ def create_app(
     # Inside the request id: a refusal carries an id and is logged like any answer.
     app.state.admission = admission = Admission(settings.max_in_flight)
     app.add_middleware(AdmissionMiddleware, admission=admission)
+    app.add_middleware(RateLimitHeadersMiddleware)
     app.add_middleware(TracingMiddleware)  # passes straight through unless tracing is configured
     app.add_middleware(RequestIdMiddleware)
     for router in (

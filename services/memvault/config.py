@@ -255,6 +255,17 @@ class Settings(BaseSettings):
     )
     oauth_register_limit: str = Field(default="20/minute;200/hour", description="Client registrations per address.")
     oauth_token_limit: str = Field(default="60/minute;1000/hour", description="Token requests per address.")
+    bad_credentials_limit_per_address: str = Field(
+        default="10/minute;100/hour",
+        description="Requests with an invalid API key or access token from one address (IPv6: one /64) before the "
+        "answer is 429 instead of 401; the later tiers are the backoff. Valid credentials are never refused.",
+    )
+    concurrency_lease_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="How long a running request holds one of its tenant's concurrent-request slots in Redis at "
+        "most: a replica that dies mid-request frees its slots after this.",
+    )
 
     signup_limit: str = Field(
         default="5/minute;20/hour;50/day", description="Sign-ups (`POST /v1/signup`, the /signup page) per address."
@@ -270,6 +281,7 @@ class Settings(BaseSettings):
         "oauth_token_limit",
         "signup_limit",
         "invitation_accept_limit",
+        "bad_credentials_limit_per_address",
     )
     @classmethod
     def _rate_limit(cls, v: str) -> str:

@@ -25,6 +25,7 @@ from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.operations import Gate
 from memvault.plans.book import PlanBook
+from memvault.plans.gate import LimitGate
 from memvault.principal import Principal, Scope
 from memvault.retrieval.chain import ReaderChains
 from memvault.retrieval.lexical import TermStatsCache
@@ -92,6 +93,8 @@ class FacadeBase:
         self._plans = PlanBook(db)
         # What every @operation passes through (operations.py), in order: limits, then metering.
         self._gates: list[Gate] = []
+        self._limit_gate = LimitGate(settings, self._plans, redis)
+        self._gates.append(self._limit_gate)
 
     async def aclose(self) -> None:
         """Write what is still pending (access counts) and stop counting term statistics. Call

@@ -34,6 +34,8 @@ class Principal:
     namespaces: frozenset[str] | None = None
     default_namespace: str | None = None
     key_id: uuid.UUID | None = field(default=None, compare=False)
+    # The OAuth grant an access token stands for (MCP clients signed in by a user).
+    grant_id: uuid.UUID | None = field(default=None, compare=False)
 
     @classmethod
     def system(cls, tenant_id: uuid.UUID, subject: str = "system", *, operator: bool = False) -> Principal:
@@ -41,6 +43,16 @@ class Principal:
         passes ``operator``: the machine's owner may mint operator keys."""
         scopes = {*SCOPES, OPERATOR} if operator else set(SCOPES)
         return cls(tenant_id=tenant_id, scopes=frozenset(scopes), subject=subject)
+
+    @property
+    def credential(self) -> str | None:
+        """The door credential this principal came in with (an API key or an OAuth grant), which
+        rate limits count against; None for jobs and the CLI (Principal.system), never limited."""
+        if self.key_id is not None:
+            return f"key:{self.key_id}"
+        if self.grant_id is not None:
+            return f"grant:{self.grant_id}"
+        return None
 
     @property
     def unrestricted(self) -> bool:

@@ -2,9 +2,11 @@
 moving window by the `limits` library, in Redis when one is configured (so every gateway replica
 counts the same attempts) and in this process's memory otherwise.
 
-Sign-in, client registration and the token endpoint use it now; per-key and per-tenant limits of
-plans (issue 23) are meant to be further `Limit`s on the same `RateLimiter`. Tiers are the backoff:
-a caller who keeps failing after the first tier is spent waits for the next, longer window.
+Sign-in, client registration, the token endpoint and refused credentials use `hit` with a `Limit`;
+tiers are the backoff: a caller who keeps failing after the first tier is spent waits for the next,
+longer window. The plans' requests per minute (plans/gate.py) use `count` and `window`: a
+sliding-window counter, whose work per request stays constant at any limit (the moving window
+keeps one entry per request, 20,000 for an enterprise tenant's minute).
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ import ipaddress
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from limits import RateLimitItem, parse_many
+from limits import RateLimitItem, RateLimitItemPerMinute, parse_many
 from limits.aio.storage import MemoryStorage, RedisStorage
-from limits.aio.strategies import MovingWindowRateLimiter
+from limits.aio.strategies import MovingWindowRateLimiter, SlidingWindowCounterRateLimiter
 from limits.errors import StorageError
 
 from memvault.errors import MemvaultError
@@ -77,6 +79,23 @@ def _key(parts: tuple[str, ...]) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
 
 
+@dataclass(frozen=True)
+class Window:
+    """Where one per-minute limit stands after a request was counted against it: what the
+    `RateLimit-Policy` / `RateLimit` headers tell the client (draft-ietf-httpapi-ratelimit-headers)."""
+
+    policy: str
+    quota: int
+    remaining: int
+    reset_s: int
+    allowed: bool
+    window_s: int = 60
+
+    def after(self, counted: bool) -> Window:
+        """This window, read after a request was counted in it, as the refusal reports it."""
+        return self if counted else replace(self, remaining=0, allowed=False)
+
+
 class RateLimiter:
     def __init__(self, redis_url: str | None, *, prefix: str = "memvault:rl") -> None:
         storage: Any
@@ -93,6 +112,7 @@ class RateLimiter:
         else:
             storage = MemoryStorage(wrap_exceptions=True)
         self._limiter = MovingWindowRateLimiter(storage)
+        self._counter = SlidingWindowCounterRateLimiter(storage)
 
     async def hit(self, limit: Limit, *key: str, what: str = "requests") -> None:
         """Count one attempt for ``key`` against each tier of ``limit``; RateLimited (saying when
@@ -122,3 +142,24 @@ class RateLimiter:
                 await self._limiter.clear(tier, limit.name, ident)
             except StorageError as exc:
                 log.warning("rate limit storage unavailable (%s); %s not cleared", exc, limit.name)
+
+    async def count(self, policy: str, per_minute: int, *key: str) -> bool | None:
+        """Count one request for ``key`` against ``per_minute`` in ``policy``: whether it fits (a
+        request refused is not counted), None when the storage failed (the request goes through:
+        losing Redis must not refuse every request). Plans' limits use a sliding-window counter,
+        constant work per request however high the limit, unlike the moving window's list."""
+        try:
+            return await self._counter.hit(RateLimitItemPerMinute(per_minute), policy, _key(key))
+        except StorageError as exc:
+            log.warning("rate limit storage unavailable (%s); %s not limited", exc, policy)
+            return None
+
+    async def window(self, policy: str, per_minute: int, *key: str) -> Window | None:
+        """Where ``key`` stands in ``policy`` now (read after the count, for the headers)."""
+        try:
+            stats = await self._counter.get_window_stats(RateLimitItemPerMinute(per_minute), policy, _key(key))
+        except StorageError as exc:
+            log.warning("rate limit storage unavailable (%s); %s not reported", exc, policy)
+            return None
+        reset = max(0, math.ceil(stats.reset_time - time.time()))
+        return Window(policy, per_minute, max(0, stats.remaining), reset, True)

@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from memvault.api import NamespaceAPI
 from memvault.errors import Unauthenticated
+from memvault.gateway.credentials import authenticated
 from memvault.principal import Principal
 
 
@@ -31,7 +32,7 @@ def bearer_token(request: Request) -> str:
 
 
 async def current_principal(request: Request, api: Annotated[NamespaceAPI, Depends(get_api)]) -> Principal:
-    principal = await api.authenticate(bearer_token(request))
+    principal = await authenticated(api, request.scope, api.authenticate, bearer_token(request))
     request.state.principal = principal
     return principal
 

@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvault.errors import MemvaultError, PayloadTooLarge, RequestTimeout
 from memvault.observability import access, logs
+from memvault.plans.gate import reporting
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -48,6 +49,33 @@ class RequestIdMiddleware:
                 await self.app(scope, receive, send_with_id)
         finally:
             access.record(scope, rid, status, time.perf_counter() - started)
+
+
+class RateLimitHeadersMiddleware:
+    """Tells a REST client where the limits it was counted against stand (plans/gate.py), in the
+    `RateLimit-Policy` and `RateLimit` fields of draft-ietf-httpapi-ratelimit-headers: one item per
+    limit, e.g. `RateLimit-Policy: "key-search";q=60;w=60` and `RateLimit: "key-search";r=12;t=30`
+    (quota q per window w seconds; r remaining, t seconds until the window frees a unit). Answers
+    that no limit counted (an unlimited plan, a probe) carry neither."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        with reporting() as windows:
+
+            async def send_with_limits(message: Message) -> None:
+                if message["type"] == "http.response.start" and windows:
+                    policy = ", ".join(f'"{w.policy}";q={w.quota};w={w.window_s}' for w in windows)
+                    state = ", ".join(f'"{w.policy}";r={w.remaining};t={w.reset_s}' for w in windows)
+                    headers = message.setdefault("headers", [])
+                    headers += [(b"ratelimit-policy", policy.encode()), (b"ratelimit", state.encode())]
+                await send(message)
+
+            await self.app(scope, receive, send_with_limits)
 
 
 async def send_problem(

@@ -12,6 +12,7 @@ from starlette.types import Receive, Scope, Send
 
 from memvault.config import Settings
 from memvault.errors import MemvaultError
+from memvault.gateway.credentials import authenticated
 from memvault.gateway.deps import MissingCredentials
 from memvault.gateway.middleware import send_problem
 from memvault.keys.tokens import KEY_PREFIX
@@ -64,7 +65,7 @@ class MCPEndpoint:
             # An API key (for clients that can send headers) or an OAuth access token minted for
             # this endpoint; either becomes the same kind of Principal.
             authenticate = api.authenticate if raw.startswith(KEY_PREFIX) else api.authenticate_access_token
-            principal = await authenticate(raw)
+            principal = await authenticated(api, scope, authenticate, raw)
         except MemvaultError as exc:
             await _challenge(scope, send, exc, self.challenge)
             return

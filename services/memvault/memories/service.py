@@ -30,6 +30,8 @@ from memvault.memories.schemas import (
     ScopeLevel,
 )
 from memvault.operations import operation
+from memvault.plans.limits import UNLIMITED
+from memvault.plans.room import require_stored_room
 from memvault.principal import OPERATOR, SYSTEM_TENANT_ID, Principal
 
 T = TypeVar("T")
@@ -158,15 +160,20 @@ class MemoryOps(FacadeBase):
                 "system-scope memories are stored apart from every tenant: send them in their own batch",
                 extra={"field": "scope"},
             )
-        # Embed before the transaction opens, so no connection waits on the model.
-        vectors = await self._embed(p, [b.content for b in bodies])
+        write_tenant = SYSTEM_TENANT_ID if ScopeLevel.system in levels else p.tenant_id
+        # System-scope memories belong to no tenant's plan.
+        limits = (await self._plans.of(p.tenant_id)).limits if write_tenant == p.tenant_id else UNLIMITED
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
-        write_tenant = SYSTEM_TENANT_ID if ScopeLevel.system in levels else p.tenant_id
+            # A batch past the cap is refused before the model spends any time on it.
+            await require_stored_room(tx.session, p.tenant_id, limits, "memories", adding=len(bodies), hold=False)
+        # Embed before the write's transaction opens, so no connection waits on the model.
+        vectors = await self._embed(p, [b.content for b in bodies])
         rows = [self._row(p, namespace.id, b, v) for b, v in zip(bodies, vectors, strict=True)]
         for attempt in range(KEY_RACE_RETRIES):
             try:
                 async with self._db.tenant_tx(write_tenant) as tx:
+                    await require_stored_room(tx.session, write_tenant, limits, "memories", adding=len(rows))
                     created = await self._write(tx, p, rows, bodies)
                     await self._link_entities(tx, namespace.id, created, bodies)
                     await audit.record(

@@ -9,6 +9,7 @@ from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.namespaces.schemas import NamespaceIn, NamespaceOut, NamespacePatch, NamespaceSettings
 from memvault.operations import operation
+from memvault.plans.room import require_stored_room
 from memvault.principal import Principal
 
 
@@ -33,7 +34,9 @@ class NamespaceOps(FacadeBase):
     async def create_namespace(self, p: Principal, body: NamespaceIn) -> NamespaceOut:
         """Create a namespace: an isolated memory space inside the tenant."""
         p.require("admin", body.name)
+        limits = (await self._plans.of(p.tenant_id)).limits
         async with self._db.tenant_tx(p.tenant_id) as tx:
+            await require_stored_room(tx.session, p.tenant_id, limits, "namespaces", adding=1)
             ns = await ns_repo.create(tx.session, p.tenant_id, body.name, body.description)
             if ns is None:
                 raise NamespaceExists(f"A namespace named '{body.name}' already exists.")

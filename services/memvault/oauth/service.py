@@ -586,6 +586,7 @@ class OAuthOps(FacadeBase):
             subject=f"user:{claims['sub']}",
             namespaces=frozenset(namespaces),
             default_namespace=namespaces[0] if namespaces else None,
+            grant_id=grant_id,
         )
 
     async def revoke_token(self, form: dict[str, str]) -> None:

@@ -4,10 +4,12 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.memories.models import Memory
+from memvault.namespaces.models import Namespace
 from memvault.plans.limits import PlanLimits
 from memvault.plans.models import Plan
 from memvault.tenants.models import Tenant
@@ -62,3 +64,19 @@ async def set_tenant_plan(
     if overrides is not None:
         values["plan_overrides"] = overrides
     await s.execute(update(Tenant).where(Tenant.id == tenant_id).values(**values))
+
+
+async def hold_quota(s: AsyncSession, tenant_id: uuid.UUID, quota: str) -> None:
+    """Hold the tenant's `quota` until this transaction ends, so two writes that each find room
+    under the cap cannot both take it (a transaction-level advisory lock: released by the commit
+    or rollback, never left behind). Taken only by tenants whose plan caps the quota."""
+    await s.execute(select(func.pg_advisory_xact_lock(func.hashtextextended(f"quota:{quota}:{tenant_id}", 0))))
+
+
+async def count_memories(s: AsyncSession, tenant_id: uuid.UUID) -> int:
+    """Every stored memory row of the tenant, history included (what `memory_count` shows)."""
+    return int(await s.scalar(select(func.count()).select_from(Memory).where(Memory.tenant_id == tenant_id)) or 0)
+
+
+async def count_namespaces(s: AsyncSession, tenant_id: uuid.UUID) -> int:
+    return int(await s.scalar(select(func.count()).select_from(Namespace).where(Namespace.tenant_id == tenant_id)) or 0)

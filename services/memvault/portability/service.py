@@ -28,6 +28,8 @@ from memvault.fields import as_error
 from memvault.guard import SecretDetected
 from memvault.memories.service import content_hash
 from memvault.operations import operation
+from memvault.plans.quotas import require_room
+from memvault.plans.room import require_stored_room
 from memvault.portability import repository as repo
 from memvault.portability.records import RECORDS
 from memvault.principal import Principal
@@ -203,9 +205,17 @@ class PortabilityOps(FacadeBase):
         checked by the write API's own models (portability/records.py) before anything is stored;
         the first bad one refuses the file, naming its line."""
         p.require("write", ns)
+        limits = (await self._plans.of(p.tenant_id)).limits
+        # The body's size as received (each line and its newline): refused before it is parsed.
+        require_room(limits, "import_bytes", used=0, adding=sum(len(line.encode()) + 1 for line in lines))
         records = _validated(_parse(lines), p.subject)
+        memories = sum(1 for kind, _ in records if kind == "memory")
+        if limits.memories is not None:  # refused before the model embeds the file
+            async with self._db.tenant_tx(p.tenant_id) as tx:
+                await require_stored_room(tx.session, p.tenant_id, limits, "memories", adding=memories, hold=False)
         vectors = await self._import_vectors(p, records)
         async with self._db.tenant_tx(p.tenant_id) as tx:
+            await require_stored_room(tx.session, p.tenant_id, limits, "memories", adding=memories)
             namespace = await self._namespace(tx, p, ns)
             try:
                 async with tx.session.begin_nested():

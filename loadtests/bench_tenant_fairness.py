@@ -1,0 +1,190 @@
+"""Fairness between tenants under the plans' concurrency caps (issue 23), and what the rate-limit
+path costs a search.
+
+`fairness`: tenant B searches alone, then while tenant A floods — first A keeps exactly its plan's
+`concurrent_requests` searches running (its cap), then A sends four times its cap at once, not
+waiting (the caller a cap is for). B's p95 should stay within 1.5x of B alone and B should get no
+429. `overhead`: the same cached search by one tenant on plan `unlimited` (the gate skips it, no
+Redis) and by one whose plan limits every rate and its concurrency (two moving windows and a
+concurrency lease in Redis), in interleaved rounds.
+
+Both through the whole REST stack in process (httpx's ASGI transport: middleware, auth, the gate,
+the facade) on the embedded PostgreSQL, the local MiniLM model and a real Redis:
+
+    HF_HUB_OFFLINE=1 .venv/bin/python loadtests/bench_tenant_fairness.py fairness --redis redis://127.0.0.1:6379/4
+    HF_HUB_OFFLINE=1 .venv/bin/python loadtests/bench_tenant_fairness.py overhead --redis redis://127.0.0.1:6379/4
+
+(Bench fairness of the embedding model between tenants is bench_fairness.py.) Prints markdown;
+compare ratios, not absolute times, on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from collections import Counter
+from typing import Any
+
+from harness import embedded_app, pct
+
+QUERIES = [
+    "window seats on long flights",
+    "what does Ana eat for breakfast",
+    "the warehouse in Lyon",
+    "quarterly shipment schedule",
+    "who works at Acme",
+    "favourite programming language",
+]
+
+
+async def seed(api: Any, name: str, plan: str, memories: int) -> tuple[str, str]:
+    """A tenant on ``plan`` with ``memories`` memories in its `default` namespace: (key, path)."""
+    from memvault.memories.schemas import MemoryIn
+    from memvault.principal import Principal
+
+    t = await api.create_tenant(name, plan=plan)
+    p = Principal.system(t.id, subject="bench")
+    for start in range(0, memories, 100):
+        batch = [
+            MemoryIn(content=f"Note {i}: {QUERIES[i % len(QUERIES)]} and more about item {i}")
+            for i in range(start, min(memories, start + 100))
+        ]
+        await api.store_many(p, t.namespace, batch)
+    return t.api_key, f"/v1/namespaces/{t.namespace}/search"
+
+
+async def searches(
+    client: Any, key: str, path: str, until: float, latencies: list[float] | None, codes: Counter[int]
+) -> None:
+    """Search in a closed loop until ``until``: each search sent when the last one is answered."""
+    n = 0
+    headers = {"Authorization": f"Bearer {key}"}
+    while time.perf_counter() < until:
+        started = time.perf_counter()
+        r = await client.post(path, json={"query": QUERIES[n % len(QUERIES)], "limit": 5}, headers=headers)
+        if latencies is not None and r.status_code == 200:
+            latencies.append((time.perf_counter() - started) * 1000)
+        codes[r.status_code] += 1
+        n += 1
+
+
+async def fairness(args: argparse.Namespace) -> None:
+    import httpx
+
+    from memvault.plans.limits import PlanLimits
+
+    async with embedded_app("memvault-tenant-fair-", redis_url=args.redis) as stack:
+        api = stack.api
+        rates = {
+            f"{per}_{kind}_per_minute": 1_000_000
+            for per in ("key", "tenant")
+            for kind in ("reads", "writes", "searches")
+        }
+        await api.save_plan("bench-capped", PlanLimits(concurrent_requests=args.cap, **rates), "fairness bench")
+        key_a, path_a = await seed(api, "fair-a", "bench-capped", args.memories)
+        key_b, path_b = await seed(api, "fair-b", "bench-capped", args.memories)
+        transport = httpx.ASGITransport(app=stack.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60) as client:
+            warm: Counter[int] = Counter()
+            await searches(client, key_b, path_b, time.perf_counter() + 2, None, warm)
+            await searches(client, key_a, path_a, time.perf_counter() + 2, None, warm)
+            rows = []
+            for label, a_workers in (("B alone", 0), ("A at its cap", args.cap), ("A at 4x its cap", 4 * args.cap)):
+                b_ms: list[float] = []
+                b_codes: Counter[int] = Counter()
+                a_codes: Counter[int] = Counter()
+                until = time.perf_counter() + args.seconds
+                await asyncio.gather(
+                    *(searches(client, key_b, path_b, until, b_ms, b_codes) for _ in range(args.b_workers)),
+                    *(searches(client, key_a, path_a, until, None, a_codes) for _ in range(a_workers)),
+                )
+                rows.append((label, a_workers, b_ms, b_codes, a_codes))
+        alone_p95 = pct(rows[0][2], 95)
+        print(
+            f"\nTenant fairness: cap {args.cap} concurrent requests, {args.seconds} s per phase, "
+            f"B: {args.b_workers} searcher(s)\n"
+        )
+        print("| phase | A searchers | B searches | B p50 ms | B p95 ms | B p95 / alone | B 429s | A 200s | A 429s |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for label, a_workers, b_ms, b_codes, a_codes in rows:
+            print(
+                f"| {label} | {a_workers} | {len(b_ms)} | {statistics.median(b_ms):.1f} | {pct(b_ms, 95):.1f} "
+                f"| {pct(b_ms, 95) / alone_p95:.2f} | {b_codes[429]} | {a_codes[200]} | {a_codes[429]} |"
+            )
+
+
+async def overhead(args: argparse.Namespace) -> None:
+    import httpx
+
+    from memvault.operations import Operation
+    from memvault.plans.gate import reporting
+    from memvault.plans.limits import PlanLimits
+
+    async with embedded_app("memvault-limit-cost-", redis_url=args.redis) as stack:
+        api = stack.api
+        rates = {
+            f"{per}_{kind}_per_minute": 1_000_000
+            for per in ("key", "tenant")
+            for kind in ("reads", "writes", "searches")
+        }
+        await api.save_plan("bench-limited", PlanLimits(concurrent_requests=64, **rates), "overhead bench")
+        key, path = await seed(api, "cost", "unlimited", args.memories)
+        tenant_id = (await api.authenticate(key)).tenant_id
+        plans = {"unlimited (no limit path)": "unlimited", "limited (rates + concurrency)": "bench-limited"}
+        timings: dict[str, list[float]] = {label: [] for label in plans}
+        gate_us: dict[str, list[float]] = {label: [] for label in plans}
+        transport = httpx.ASGITransport(app=stack.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60) as client:
+
+            async def one() -> float:
+                started = time.perf_counter()
+                r = await client.post(
+                    path, json={"query": QUERIES[0], "limit": 5}, headers={"Authorization": f"Bearer {key}"}
+                )
+                assert r.status_code == 200, r.text
+                return (time.perf_counter() - started) * 1000
+
+            for _ in range(20):  # warm: connections, the cached query embedding
+                await one()
+            p, op = await api.authenticate(key), Operation("search", "search")
+            # One tenant, one key, one query: rounds alternate its plan, so nothing else differs.
+            for _ in range(args.rounds):
+                for label, plan in plans.items():
+                    await api.set_tenant_plan(tenant_id, plan)
+                    for _ in range(10):
+                        timings[label].append(await one())
+                    for _ in range(10):
+                        started = time.perf_counter()
+                        with reporting():  # as at the REST door: the windows are read for the headers
+                            async with api._limit_gate.admit(p, op):
+                                pass
+                        gate_us[label].append((time.perf_counter() - started) * 1e6)
+        print(f"\nRate-limit path on a cached search, Redis {args.redis}, {args.rounds * 10} searches each\n")
+        print("| plan of the tenant | search p50 ms | search p95 ms | the gate alone p50 µs |")
+        print("|---|---:|---:|---:|")
+        for label, values in timings.items():
+            print(
+                f"| {label} | {statistics.median(values):.2f} | {pct(values, 95):.2f} "
+                f"| {statistics.median(gate_us[label]):.0f} |"
+            )
+        base, lim = (statistics.median(v) for v in timings.values())
+        print(f"\nadded p50 (search): {lim - base:+.2f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["fairness", "overhead"])
+    parser.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="Redis the limits count in")
+    parser.add_argument("--memories", type=int, default=500, help="memories per tenant")
+    parser.add_argument("--cap", type=int, default=4, help="fairness: the plan's concurrent_requests")
+    parser.add_argument("--seconds", type=float, default=20, help="fairness: length of each phase")
+    parser.add_argument("--b-workers", type=int, default=1, help="fairness: B's searchers")
+    parser.add_argument("--rounds", type=int, default=30, help="overhead: rounds of 10 searches per tenant")
+    args = parser.parse_args()
+    asyncio.run(fairness(args) if args.mode == "fairness" else overhead(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""The rate-limit gate: every operation a door makes (operations.py) is counted against the
+caller's plan, per API key (or OAuth grant) and per tenant, for its kind (read, write, search), and
+held to the tenant's concurrent requests. Jobs and the CLI (a Principal with no door credential)
+are never limited; a plan with no limit for the kind costs no storage round trip at all.
+
+Where each limit stands is left in a per-request report (``reporting``) that the gateway's
+middleware turns into the `RateLimit-Policy` / `RateLimit` headers of the REST answer; a door with
+no report (MCP, jobs) just does not get the headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from memvault.config import Settings
+from memvault.operations import Operation
+from memvault.plans.book import PlanBook
+from memvault.plans.concurrency import Lease, Slots
+from memvault.principal import Principal
+from memvault.ratelimit import Limit, RateLimited, RateLimiter, Window
+
+# Seconds a tenant at its concurrency cap is told to wait: a slot frees when any request ends.
+CONCURRENCY_RETRY_S = 1
+
+_report: ContextVar[list[Window] | None] = ContextVar("memvault_rate_report", default=None)
+
+
+@contextmanager
+def reporting() -> Iterator[list[Window]]:
+    """Collect, for one request, the windows of the limits it was counted against. A list, not a
+    value: the gate runs in tasks the request spawns, which see this object but not a set()."""
+    windows: list[Window] = []
+    token = _report.set(windows)
+    try:
+        yield windows
+    finally:
+        _report.reset(token)
+
+
+def _report_windows(windows: list[Window]) -> None:
+    held = _report.get()
+    if held is not None:
+        held[:] = windows
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _refusal(w: Window | None, quota: int, per: str, kind: str) -> RateLimited:
+    # Without a window (its read failed) the client still gets a wait: a few seconds.
+    retry = max(1, w.reset_s) if w is not None else 5
+    return RateLimited(f"This {per} may make {quota} {kind} requests a minute; retry in {retry} s.", retry_after=retry)
+
+
+class LimitGate:
+    def __init__(self, settings: Settings, plans: PlanBook, redis: Any = None) -> None:
+        self._plans = plans
+        self._rates = RateLimiter(settings.redis_url, prefix="memvault:plan")
+        self._slots = Slots(redis if settings.redis_url else None, lease_s=settings.concurrency_lease_s)
+        # Refused credentials per client address (count_bad_credential).
+        self._bad = Limit("bad-credentials", settings.bad_credentials_limit_per_address)
+        self._credentials = RateLimiter(settings.redis_url)
+
+    @asynccontextmanager
+    async def admit(self, p: Principal, op: Operation) -> AsyncIterator[None]:
+        credential = p.credential
+        if credential is None:
+            yield
+            return
+        limits = (await self._plans.of(p.tenant_id)).limits
+        per_key, per_tenant = limits.per_minute("key", op.kind), limits.per_minute("tenant", op.kind)
+        cap = limits.concurrent_requests
+        if per_key is None and per_tenant is None and cap is None:
+            yield
+            return
+        lease = await self._count(p.tenant_id, credential, op.kind, per_key, per_tenant, cap)
+        try:
+            yield
+        finally:
+            if lease is not None:
+                await self._slots.give_back(lease)
+
+    async def _count(
+        self,
+        tenant_id: uuid.UUID,
+        credential: str,
+        kind: str,
+        per_key: int | None,
+        per_tenant: int | None,
+        cap: int | None,
+    ) -> Lease | None:
+        """Count the request against the key's limit, then, only if the key may go on, the
+        tenant's: a key refused at its own limit must not spend the budget the tenant's other keys
+        share. A window is read after its count (the headers say where the request left it), the
+        key's beside the tenant's count, and the concurrency slot is taken beside the first count:
+        three round trips to Redis at most. Returns the slot to give back (None: no cap)."""
+        rates, tenant = self._rates, str(tenant_id)
+        # Windows are read for the headers of a REST answer; a door without them (MCP) skips the
+        # reads, but for the Retry-After of a refusal.
+        report = _report.get() is not None
+        key_policy, tenant_policy = f"key-{kind}", f"tenant-{kind}"
+        windows: list[Window] = []
+        lease: Lease | None = None
+        try:
+            key_ok, lease = await asyncio.gather(
+                rates.count(key_policy, per_key, credential) if per_key is not None else _nothing(),
+                self._slots.take(tenant_id, cap) if cap is not None else _nothing(),
+            )
+            if key_ok is False:
+                window = await rates.window(key_policy, per_key or 0, credential)
+                windows += [window.after(False)] if window else []
+                raise _refusal(window, per_key or 0, "API key", kind)
+            tenant_ok, key_window = await asyncio.gather(
+                rates.count(tenant_policy, per_tenant, tenant) if per_tenant is not None else _nothing(),
+                rates.window(key_policy, per_key, credential)
+                if report and key_ok and per_key is not None
+                else _nothing(),
+            )
+            windows += [key_window] if key_window else []
+            if tenant_ok is False or (tenant_ok and report):
+                window = await rates.window(tenant_policy, per_tenant or 0, tenant)
+                windows += [window.after(tenant_ok)] if window else []
+                if not tenant_ok:
+                    raise _refusal(window, per_tenant or 0, "tenant", kind)
+            if cap is not None and lease is None:
+                raise RateLimited(
+                    f"This tenant already runs {cap} requests at once, its plan's limit; "
+                    f"retry in {CONCURRENCY_RETRY_S} s.",
+                    retry_after=CONCURRENCY_RETRY_S,
+                )
+        except BaseException:
+            if lease is not None:
+                await self._slots.give_back(lease)
+            raise
+        finally:
+            _report_windows(windows)
+        return lease
+
+    async def count_bad_credential(self, address: str) -> None:
+        """Count a refused credential from ``address`` (client_address: IPv6 counts by /64); past
+        the first tier the refusal becomes 429 with Retry-After (slowed), past the later ones for
+        longer (refused). Only failures are counted and a valid credential is never refused, so a
+        stranger sending bad keys cannot lock out the owner of a good one."""
+        await self._credentials.hit(self._bad, address, what="requests with invalid credentials")

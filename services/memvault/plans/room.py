@@ -1,0 +1,35 @@
+"""Room under a stored-thing cap, counted in the write's own transaction: the count and the check
+(plans/quotas.py require_room) run only when the tenant's plan caps the quota, so an unlimited
+tenant's write costs nothing more, and under the tenant's quota lock, so two concurrent writes
+cannot both take the last room (the second waits for the first to commit, then counts again)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvault.plans import repository as repo
+from memvault.plans.limits import PlanLimits
+from memvault.plans.quotas import require_room
+
+Stored = Literal["memories", "namespaces"]
+
+_COUNTS: dict[Stored, Callable[[AsyncSession, uuid.UUID], Awaitable[int]]] = {
+    "memories": repo.count_memories,
+    "namespaces": repo.count_namespaces,
+}
+
+
+async def require_stored_room(
+    s: AsyncSession, tenant_id: uuid.UUID, limits: PlanLimits, quota: Stored, *, adding: int, hold: bool = True
+) -> None:
+    """QuotaExceeded (403) when ``adding`` more would pass the cap. ``hold=False`` for an early
+    look before costly work (embedding), which the write's own held check then makes sure of."""
+    if getattr(limits, quota) is None or adding <= 0:
+        return
+    if hold:
+        await repo.hold_quota(s, tenant_id, quota)
+    require_room(limits, quota, used=await _COUNTS[quota](s, tenant_id), adding=adding)
