@@ -26,7 +26,12 @@ from memvault.events.router import router as events_router
 from memvault.forget.router import router as forget_router
 from memvault.gateway import idempotency, openapi, problems
 from memvault.gateway.admission import Admission, AdmissionMiddleware
-from memvault.gateway.middleware import BodyLimitMiddleware, BodyTimeoutMiddleware, RequestIdMiddleware
+from memvault.gateway.middleware import (
+    BodyLimitMiddleware,
+    BodyTimeoutMiddleware,
+    DoorMiddleware,
+    RequestIdMiddleware,
+)
 from memvault.jobs.dispatch import start_dispatcher
 from memvault.jobs.router import router as jobs_router
 from memvault.jobs.schedule import run_in_process
@@ -36,6 +41,7 @@ from memvault.mcp import http as mcp_http
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.server import build_server
 from memvault.memories.router import router as memories_router
+from memvault.metering.router import router as usage_router
 from memvault.namespaces.router import router as namespaces_router
 from memvault.oauth.router import router as oauth_router
 from memvault.oauth.router import users_router
@@ -146,12 +152,11 @@ def create_app(
     problems.install(app)
     openapi.install(app)
     idempotency.install(app)
+    app.add_middleware(DoorMiddleware)
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, import_max_bytes=settings.max_import_bytes
     )
-    app.add_middleware(
-        BodyTimeoutMiddleware, timeout_s=settings.body_read_timeout_s, min_rate=settings.body_min_rate
-    )
+    app.add_middleware(BodyTimeoutMiddleware, timeout_s=settings.body_read_timeout_s, min_rate=settings.body_min_rate)
     # Inside the request id: a refusal carries an id and is logged like any answer.
     app.state.admission = admission = Admission(settings.max_in_flight)
     app.add_middleware(AdmissionMiddleware, admission=admission)
@@ -171,6 +176,7 @@ def create_app(
         jobs_router,
         maintenance_router,
         users_router,
+        usage_router,
         oauth_router,
         metrics_router,
     ):
