@@ -219,3 +219,19 @@ async def test_a_tenant_never_sees_another_tenants_usage(
     # B's own view has its write.
     r = await client.get("/v1/account/usage", headers=tenant_b.headers, params={"group_by": "namespace"})
     assert [p["group"] for p in r.json()["points"]] == [tenant_b.namespace]
+
+
+async def test_the_sdk_shows_the_same_account_and_usage(app: Any, api: NamespaceAPI) -> None:
+    t = await make_tenant(api, "meter")
+    async with served(app) as base, AsyncMemVault(api_key=t.key, base_url=base, namespace=t.namespace) as mv:
+        await mv.memories.create("The SDK wrote this.")
+        await api._usage.flush()
+        series = await mv.account.usage(granularity="hour", group_by="door")
+        assert [(p.group, p.requests, p.memories_written) for p in series.points] == [("sdk", 1, 1)]
+        account = await mv.account.get()
+        assert account.plan.name == "unlimited"
+        quotas = {q.quota: q for q in account.quotas}
+        assert quotas["memories"].used == 1 and quotas["memories"].limit is None
+        assert quotas["embedded_tokens_per_month"].used > 0
+        assert quotas["embedded_tokens_per_month"].resets_at is not None
+        assert (await mv.account()).tenant_id == str(t.id)  # the older spelling still works
