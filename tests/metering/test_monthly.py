@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
+import pytest
 
 from memvault.api import NamespaceAPI
 from memvault.plans.limits import month_bounds
 from memvault.principal import Principal
+from memvault_sdk import AsyncMemVault, RateLimitError
 from tests.conftest import make_tenant
+from tests.servers import served
 
 
 def msg(content: str) -> dict[str, str]:
@@ -106,3 +110,17 @@ async def test_jobs_count_their_tokens_for_their_tenant_as_internal_work(
     assert doors["rest"].requests == 1 and doors["rest"].events_ingested == 1
     assert doors["internal"].tokens_embedded > 0 and doors["internal"].requests == 0
     assert doors["internal"].memories_written >= 1
+
+
+async def test_the_sdk_does_not_retry_a_monthly_quota_and_says_which(app: Any, api: NamespaceAPI) -> None:
+    t = await make_tenant(api, "monthly")
+    await api.set_tenant_plan(t.id, "unlimited", {"events_per_month": 1})
+    async with served(app) as base, AsyncMemVault(api_key=t.key, base_url=base, namespace=t.namespace) as mv:
+        await mv.events.ingest([{"role": "user", "content": "first"}], session_id="s1")
+        with pytest.raises(RateLimitError) as refused:
+            await mv.events.ingest([{"role": "user", "content": "second"}], session_id="s1")
+    assert refused.value.code == "quota_exceeded"
+    await api._usage.flush()
+    series = await api.account_usage(Principal.system(t.id), granularity="hour", group_by="operation")
+    # Two calls reached the server: the refusal was not retried.
+    assert sum(p.requests for p in series.points if p.group == "ingest_events") == 2

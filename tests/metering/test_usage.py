@@ -11,12 +11,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
+from prometheus_client import REGISTRY
 
 from memvault.api import NamespaceAPI
 from memvault.app import create_app
 from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
+from memvault.plans.limits import PlanLimits
 from memvault.principal import Principal
 from memvault_sdk import AsyncMemVault
 from tests.conftest import Tenant, make_tenant, running
@@ -223,15 +225,21 @@ async def test_a_tenant_never_sees_another_tenants_usage(
 
 async def test_the_sdk_shows_the_same_account_and_usage(app: Any, api: NamespaceAPI) -> None:
     t = await make_tenant(api, "meter")
+    await api.save_plan("meter-test", PlanLimits(memories=1000), "for the metrics label")
+    await api.set_tenant_plan(t.id, "meter-test")
+    labels = {"plan": "meter-test", "door": "sdk", "unit": "memories_written"}
+    before = REGISTRY.get_sample_value("memvault_usage_total", labels) or 0.0
     async with served(app) as base, AsyncMemVault(api_key=t.key, base_url=base, namespace=t.namespace) as mv:
         await mv.memories.create("The SDK wrote this.")
+        # Prometheus counts by plan, never by tenant.
+        assert REGISTRY.get_sample_value("memvault_usage_total", labels) == before + 1
         await api._usage.flush()
         series = await mv.account.usage(granularity="hour", group_by="door")
         assert [(p.group, p.requests, p.memories_written) for p in series.points] == [("sdk", 1, 1)]
         account = await mv.account.get()
-        assert account.plan.name == "unlimited"
+        assert account.plan.name == "meter-test"
         quotas = {q.quota: q for q in account.quotas}
-        assert quotas["memories"].used == 1 and quotas["memories"].limit is None
+        assert quotas["memories"].used == 1 and quotas["memories"].limit == 1000
         assert quotas["embedded_tokens_per_month"].used > 0
         assert quotas["embedded_tokens_per_month"].resets_at is not None
         assert (await mv.account()).tenant_id == str(t.id)  # the older spelling still works
