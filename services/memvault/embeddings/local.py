@@ -31,7 +31,7 @@ from typing import Any, Literal
 from memvault.embeddings.base import QueryCache
 from memvault.embeddings.microbatch import MicroBatcher
 from memvault.embeddings.turns import FairTurns
-from memvault.metering.tally import count
+from memvault.metering.tally import count, estimated_tokens
 from memvault.observability.metrics import observed_embedding
 
 log = logging.getLogger(__name__)
@@ -317,7 +317,7 @@ class LocalEmbedder:
         if len(texts) == 1 and self._query_input is not None:
             vector = await self._queries.embed(texts[0])
             # Counted with a tokenizer of its own: the batch's runs on the worker thread.
-            count(tokens_embedded=_real_tokens(_features(self._counter, [texts[0]])))
+            count(tokens_embedded=self._tokens_of(texts[0]))
             return [vector]
         # A call that names no tenant takes turns as a tenant of its own.
         owner = tenant if tenant is not None else object()
@@ -330,6 +330,11 @@ class LocalEmbedder:
                 vectors[i] = vector
             count(tokens_embedded=batch.tokens)
         return vectors
+
+    def _tokens_of(self, text: str) -> int:
+        if self._counter is None:  # a session wired without one (tests): the batcher's estimate
+            return estimated_tokens([text])
+        return _real_tokens(_features(self._counter, [text]))
 
     async def embed_query(self, text: str) -> list[float]:
         return await self._cache.get_or_embed(text, self.embed)
