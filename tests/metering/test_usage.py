@@ -243,3 +243,23 @@ async def test_the_sdk_shows_the_same_account_and_usage(app: Any, api: Namespace
         assert quotas["embedded_tokens_per_month"].used > 0
         assert quotas["embedded_tokens_per_month"].resets_at is not None
         assert (await mv.account()).tenant_id == str(t.id)  # the older spelling still works
+
+
+async def test_a_namespace_limited_key_sees_only_its_namespaces_use(
+    client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant
+) -> None:
+    r = await client.post("/v1/namespaces", headers=tenant_a.headers, json={"name": "private"})
+    assert r.status_code == 201, r.text
+    for ns in (tenant_a.namespace, "private"):
+        r = await client.post(f"/v1/namespaces/{ns}/memories", headers=tenant_a.headers, json={"content": f"In {ns}."})
+        assert r.status_code == 201
+    r = await client.post(
+        "/v1/keys", headers=tenant_a.headers, json={"name": "limited", "scopes": ["read"], "namespaces": ["private"]}
+    )
+    limited = {"Authorization": f"Bearer {r.json()['key']}"}
+    await api._usage.flush()
+    r = await client.get("/v1/account/usage", headers=limited, params={"group_by": "namespace"})
+    assert r.status_code == 200
+    assert {p["group"] for p in r.json()["points"]} == {"private"}
+    r = await client.get("/v1/account/usage", headers=tenant_a.headers, params={"group_by": "namespace"})
+    assert {p["group"] for p in r.json()["points"]} >= {tenant_a.namespace, "private"}
