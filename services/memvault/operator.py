@@ -114,7 +114,9 @@ class OperatorOps(FacadeBase):
         CLI calls it, no front door does."""
         return await create_tenant(self._db, name, namespace=namespace, plan=plan)
 
-    async def set_tenant_plan(self, tenant_id: uuid.UUID, plan: str, overrides: dict[str, Any] | None = None) -> None:
+    async def set_tenant_plan(
+        self, tenant_id: uuid.UUID, plan: str, overrides: dict[str, Any] | None = None
+    ) -> None:
         await set_tenant_plan(self._db, tenant_id, plan, overrides)
         # This process sees the change at once; other replicas within the plan book's few seconds.
         self._plans.forget(tenant_id)
