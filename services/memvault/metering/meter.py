@@ -45,7 +45,8 @@ _MONTHLY = {"events_per_month": "events_ingested", "embedded_tokens_per_month": 
 
 
 def key_of(p: Principal, door: Door) -> str:
-    """Who a bucket's use is billed to: the API key, else the OAuth grant's or job's subject."""
+    """Who a bucket's use is billed to: the API key's id, else the subject (`user:<id>` for an
+    OAuth sign-in); internal work (jobs) is billed to no key."""
     if p.key_id is not None:
         return str(p.key_id)
     return "" if door == "internal" else p.subject
