@@ -161,7 +161,8 @@ class BaseClient:
 
     def _retry_on_response(self, req: APIRequest[Any], response: httpx.Response) -> bool:
         if response.status_code == 429:
-            return True
+            # A monthly quota used up comes back when the month ends, not within any retry.
+            return _code(response) != "quota_exceeded"
         if response.status_code == 409 and req.retry_mode == "write":
             # The first attempt is still running on the server; its answer will be replayed.
             return _code(response) == "idempotency_in_progress"

@@ -9,6 +9,8 @@ import httpx
 
 from memvault_sdk._base import DEFAULT_MAX_RETRIES, AsyncAPIClient, SyncAPIClient
 from memvault_sdk.resources import (
+    Account,
+    AsyncAccount,
     AsyncAudit,
     AsyncEntities,
     AsyncEvents,
@@ -79,6 +81,7 @@ class MemVault(SyncAPIClient):
         self.audit = Audit(self)
         self.members = Members(self)
         self.jobs = Jobs(self)
+        self.account = Account(self)
         recall, portability = Recall(self), Portability(self)
         self.search = recall.search
         self.context = recall.context
@@ -86,7 +89,6 @@ class MemVault(SyncAPIClient):
         self.export = portability.export
         self.import_ = portability.import_
         self.status = portability.status
-        self.account = portability.account
         self.revoke_grant = portability.revoke_grant
 
     def with_options(self, **overrides: Any) -> MemVault:
@@ -130,6 +132,7 @@ class AsyncMemVault(AsyncAPIClient):
         self.audit = AsyncAudit(self)
         self.members = AsyncMembers(self)
         self.jobs = AsyncJobs(self)
+        self.account = AsyncAccount(self)
         recall, portability = AsyncRecall(self), AsyncPortability(self)
         self.search = recall.search
         self.context = recall.context
@@ -137,7 +140,6 @@ class AsyncMemVault(AsyncAPIClient):
         self.export = portability.export
         self.import_ = portability.import_
         self.status = portability.status
-        self.account = portability.account
         self.revoke_grant = portability.revoke_grant
 
     def with_options(self, **overrides: Any) -> AsyncMemVault:

@@ -31,6 +31,7 @@ from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
 from memvault.operations import operation
 from memvault.operator import OperatorOps
+from memvault.plans.limits import month_bounds
 from memvault.plans.service import LimitOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import Principal
@@ -99,6 +100,21 @@ class NamespaceAPI(
             "namespaces": [n.name for n in namespaces],
             "memories": sum(n.memory_count or 0 for n in namespaces),
         }
+
+    @operation("read")
+    async def account_overview(self, p: Principal) -> dict[str, Any]:
+        """One call's view of the account (the MCP memory_account tool): what tenant_summary
+        shows, the plan with its limits, each quota's use, and this month's usage per door."""
+        summary = await self.tenant_summary(p)
+        plan = await self.account_plan(p)
+        start, _ = month_bounds()
+        usage = await self.account_usage(p, start=start, granularity="day", group_by="door")
+        month: dict[str, dict[str, int]] = {}
+        for point in usage.points:
+            held = month.setdefault(point.group or "", {})
+            for unit, n in point.model_dump(exclude={"period", "group"}).items():
+                held[unit] = held.get(unit, 0) + n
+        return {**summary, **plan.model_dump(mode="json"), "usage_this_month": month}
 
 
 # Every job kind has its handler, or neither the server nor a worker starts (jobs/registry.py).

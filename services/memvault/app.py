@@ -29,6 +29,7 @@ from memvault.gateway.admission import Admission, AdmissionMiddleware
 from memvault.gateway.middleware import (
     BodyLimitMiddleware,
     BodyTimeoutMiddleware,
+    DoorMiddleware,
     RateLimitHeadersMiddleware,
     RequestIdMiddleware,
 )
@@ -43,6 +44,7 @@ from memvault.mcp.server import build_server
 from memvault.members.router import pages_router as members_pages_router
 from memvault.members.router import router as members_router
 from memvault.memories.router import router as memories_router
+from memvault.metering.router import router as usage_router
 from memvault.namespaces.router import router as namespaces_router
 from memvault.oauth.router import router as oauth_router
 from memvault.oauth.router import users_router
@@ -153,6 +155,7 @@ def create_app(
     problems.install(app)
     openapi.install(app)
     idempotency.install(app)
+    app.add_middleware(DoorMiddleware)
     app.add_middleware(
         BodyLimitMiddleware, max_bytes=settings.max_body_bytes, import_max_bytes=settings.max_import_bytes
     )
@@ -179,6 +182,7 @@ def create_app(
         users_router,
         members_router,
         members_pages_router,
+        usage_router,
         oauth_router,
         metrics_router,
     ):

@@ -21,6 +21,8 @@ from memvault.db.session import Database, TenantTx
 from memvault.embeddings import Embedder
 from memvault.errors import NotFound
 from memvault.memories.access import AccessLog
+from memvault.metering.meter import UsageMeter
+from memvault.metering.tally import note_namespace
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.operations import Gate
@@ -95,11 +97,15 @@ class FacadeBase:
         self._gates: list[Gate] = []
         self._limit_gate = LimitGate(settings, self._plans, redis)
         self._gates.append(self._limit_gate)
+        # Every operation counted per tenant, key, namespace, door and operation (metering/meter.py).
+        self._usage = UsageMeter(db, self._plans)
+        self._gates.append(self._usage)
 
     async def aclose(self) -> None:
-        """Write what is still pending (access counts) and stop counting term statistics. Call
+        """Write what is still pending (access counts, usage) and stop counting term statistics. Call
         before disposing of the database."""
         await self._accesses.aclose()
+        await self._usage.aclose()
         loop = asyncio.get_running_loop()
         # A count started on a loop that has ended (a test's) never ran on; only this loop's are awaited.
         counting = [task for task in self._term_refresh.values() if task.get_loop() is loop]
@@ -130,6 +136,7 @@ class FacadeBase:
         ns = await ns_repo.by_name(tx.session, p.tenant_id, name)
         if ns is None:
             raise NamespaceNotFound(f"No namespace named '{name}'.")
+        note_namespace(name)
         return ns
 
     @asynccontextmanager

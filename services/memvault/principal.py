@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from memvault.errors import Forbidden
+from memvault.metering.tally import note_namespace
 
 Scope = Literal["read", "write", "admin"]
 SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
@@ -89,3 +90,6 @@ class Principal:
             # Same answer as a namespace that does not exist would be a lie to an allowed key holder;
             # a limited key is told plainly that it is limited.
             raise Forbidden(f"This key is not allowed to use namespace '{namespace}'.")
+        if namespace is not None:
+            # Every call on a namespace asks here first: its use is metered to that namespace.
+            note_namespace(namespace)

@@ -24,6 +24,7 @@ from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import build_embedder
 from memvault.embeddings.base import EmbeddingUnavailable
 from memvault.embeddings.openai import OpenAIEmbedder
+from memvault.metering.tally import Tally, tallying
 from tests.conftest import Tenant, running
 
 API_KEY = "sk-test-0123456789"
@@ -489,3 +490,17 @@ class TestWritesWithoutEmbeddings:
         self._assert_unavailable(r)
         r = await client.get(f"/v1/namespaces/{tenant_a.namespace}/memories/{memory_id}", headers=tenant_a.headers)
         assert r.json()["content"] == MEMORIES[0]
+
+
+class TestMetering:
+    async def test_the_providers_token_count_is_metered_and_a_cached_query_costs_none(
+        self, provider: StubProvider, make_embedder: Callable[..., OpenAIEmbedder]
+    ) -> None:
+        embedder = make_embedder(batch_size=2)
+        with tallying(Tally()) as tally:
+            await embedder.embed(["t0", "t1", "t2", "t3", "t4"])
+        assert tally.tokens_embedded == 5  # the provider's usage.total_tokens, summed over three requests
+        with tallying(Tally()) as tally:
+            await embedder.embed_query("q")
+            await embedder.embed_query("q")
+        assert tally.tokens_embedded == 1

@@ -126,6 +126,7 @@ REQUIRED_SCOPE = {
     ("GET", "/v1/users"): "admin",
     ("POST", "/v1/users/{user_id}/disable"): "admin",
     ("GET", "/v1/account"): "admin",
+    ("GET", "/v1/account/usage"): "read",
     ("DELETE", "/v1/account/grants/{grant_id}"): "admin",
     ("GET", "/v1/members"): "admin",
     ("PATCH", "/v1/members/{user_id}"): "admin",

@@ -1,3 +1,4 @@
+from memvault_sdk.resources.account import Account, AsyncAccount
 from memvault_sdk.resources.admin import AsyncAudit, AsyncKeys, AsyncNamespaces, Audit, Keys, Namespaces
 from memvault_sdk.resources.entities import AsyncEntities, AsyncRelations, Entities, Relations
 from memvault_sdk.resources.events import AsyncEvents, AsyncSessions, Events, Sessions
@@ -9,6 +10,8 @@ from memvault_sdk.resources.recall import AsyncRecall, Recall
 from memvault_sdk.resources.traces import AsyncTraces, Traces
 
 __all__ = [
+    "Account",
+    "AsyncAccount",
     "AsyncAudit",
     "AsyncEntities",
     "AsyncEvents",

@@ -6,7 +6,7 @@ from typing import Any
 
 from memvault_sdk._request import NOTHING, APIRequest, body, params, returns, returns_lines, segment
 from memvault_sdk.resources._resource import APIResource, AsyncAPIResource, SyncAPIResource, endpoint
-from memvault_sdk.types.admin import Account, ExportRecord, ForgetParams, ForgetResult, ImportResult, Status
+from memvault_sdk.types.admin import ExportRecord, ForgetParams, ForgetResult, ImportResult, Status
 
 
 def _jsonl(records: Iterable[Mapping[str, Any]] | str | bytes) -> bytes:
@@ -71,11 +71,6 @@ class _Portability(APIResource):
     def status(self) -> APIRequest[Status]:
         """Server version and health; with the key, also its tenant, scopes and namespaces."""
         return APIRequest("GET", "/v1/status", returns(Status))
-
-    @endpoint
-    def account(self) -> APIRequest[Account]:
-        """The tenant's users count, OAuth clients and grants (admin key)."""
-        return APIRequest("GET", "/v1/account", returns(Account))
 
     @endpoint
     def revoke_grant(self, grant_id: str, *, idempotency_key: str | None = None) -> APIRequest[None]:

@@ -1,5 +1,6 @@
 """Typed request and response models. Responses keep fields this SDK does not know yet."""
 
+from memvault_sdk.types.account import Plan, Quota, UsagePoint, UsageSeries
 from memvault_sdk.types.admin import (
     Account,
     AccountClient,
@@ -108,6 +109,8 @@ __all__ = [
     "NamespaceCreate",
     "NamespaceSettings",
     "Neighbour",
+    "Plan",
+    "Quota",
     "Relation",
     "RelationCreate",
     "SearchMetrics",
@@ -127,4 +130,6 @@ __all__ = [
     "TraceSearchResult",
     "TraceStep",
     "TraceStepCreate",
+    "UsagePoint",
+    "UsageSeries",
 ]

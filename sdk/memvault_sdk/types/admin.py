@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from memvault_sdk.types._model import Model, Params
+from memvault_sdk.types.account import Plan, Quota
 
 Scope = Literal["read", "write", "admin"]
 
@@ -169,9 +170,12 @@ class AccountGrant(Model):
 
 
 class Account(Model):
-    """The tenant's OAuth side: how many users, which clients hold grants, and the grants."""
+    """The account: its plan and each quota's use, how many users, which clients hold grants,
+    and the grants."""
 
     tenant_id: str
     users: int
     clients: list[AccountClient]
     grants: list[AccountGrant]
+    plan: Plan
+    quotas: list[Quota]

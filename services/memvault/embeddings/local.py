@@ -31,6 +31,7 @@ from typing import Any, Literal
 from memvault.embeddings.base import QueryCache
 from memvault.embeddings.microbatch import MicroBatcher
 from memvault.embeddings.turns import FairTurns
+from memvault.metering.tally import count, estimated_tokens
 from memvault.observability.metrics import observed_embedding
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,10 @@ def _features(model: Any, texts: list[str]) -> dict[str, Any]:
     truncation and padding), tensors only (newer releases add a ``modality`` string)."""
     make = getattr(model, "preprocess", None) or model.tokenize
     return {k: v for k, v in make(texts).items() if hasattr(v, "numpy")}
+
+
+def _real_tokens(features: dict[str, Any]) -> int:
+    return int(features["attention_mask"].sum())
 
 
 def _own_tokenizer(model: Any) -> Any:
@@ -93,6 +98,8 @@ class _Batch:
         self._slice_tokens = slice_tokens
         self._features: dict[str, Any] | None = None
         self._rows = len(texts)
+        # Real tokens of the batch (padding not counted), for usage metering.
+        self.tokens = 0
 
     @property
     def done(self) -> bool:
@@ -106,10 +113,12 @@ class _Batch:
             # encode adds the default prompt itself: let it run the whole batch.
             vectors = model.encode(self.texts, batch_size=n, normalize_embeddings=True, convert_to_numpy=True)
             self.vectors = vectors.tolist()
+            self.tokens = _real_tokens(_features(model, self.texts))
             return
         if self._features is None:
             make = getattr(model, "preprocess", None) or model.tokenize
             self._features = make(self.texts)
+            self.tokens = _real_tokens(self._features)
             width = int(self._features["input_ids"].shape[1])
             self._rows = max(1, self._slice_tokens // max(width, 1))
         start = len(self.vectors)
@@ -170,6 +179,8 @@ class LocalEmbedder:
         self._single: Any = None
         # The session's own input module: queries on ONNX Runtime tokenize beside a batch on torch.
         self._query_input: Any = None
+        # Another copy, to count a single text's tokens on the event loop (usage metering).
+        self._counter: Any = None
         self._load_lock = threading.Lock()
         # One inference at a time on torch: it already uses every core for a batch, and two
         # concurrent batches on 2 cores only thrash. Calls take fair turns of at most
@@ -206,6 +217,7 @@ class LocalEmbedder:
                 try:
                     self._single = self._onnx_session(model, path)
                     self._query_input = _own_tokenizer(model)
+                    self._counter = _own_tokenizer(model)
                 except Exception as exc:  # any failure leaves the torch model, which works
                     self._single = self._query_input = None
                     log.warning("embedding model %s stays on torch: %s", self.model_id, exc)
@@ -303,7 +315,10 @@ class LocalEmbedder:
         if self._model is None:
             await asyncio.to_thread(self.load)
         if len(texts) == 1 and self._query_input is not None:
-            return [await self._queries.embed(texts[0])]
+            vector = await self._queries.embed(texts[0])
+            # Counted with a tokenizer of its own: the batch's runs on the worker thread.
+            count(tokens_embedded=self._tokens_of(texts[0]))
+            return [vector]
         # A call that names no tenant takes turns as a tenant of its own.
         owner = tenant if tenant is not None else object()
         vectors: list[list[float]] = [[] for _ in texts]
@@ -313,7 +328,13 @@ class LocalEmbedder:
                 await self._turns.run(owner, batch.step, self._model)
             for i, vector in zip(positions, batch.vectors, strict=True):
                 vectors[i] = vector
+            count(tokens_embedded=batch.tokens)
         return vectors
+
+    def _tokens_of(self, text: str) -> int:
+        if self._counter is None:  # a session wired without one (tests): the batcher's estimate
+            return estimated_tokens([text])
+        return _real_tokens(_features(self._counter, [text]))
 
     async def embed_query(self, text: str) -> list[float]:
         return await self._cache.get_or_embed(text, self.embed)

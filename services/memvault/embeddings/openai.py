@@ -7,6 +7,7 @@ from collections.abc import Hashable, Sequence
 import httpx
 
 from memvault.embeddings.base import EmbeddingUnavailable, QueryCache
+from memvault.metering.tally import count
 from memvault.observability.metrics import observed_embedding
 
 
@@ -38,12 +39,17 @@ class OpenAIEmbedder:
         try:
             resp = await self._client.post("/embeddings", json=payload)
             resp.raise_for_status()
-            data = sorted(resp.json()["data"], key=lambda d: d["index"])
+            body = resp.json()
+            data = sorted(body["data"], key=lambda d: d["index"])
             vectors = [list(map(float, d["embedding"])) for d in data]
         except (httpx.HTTPError, KeyError, TypeError, ValueError) as exc:
             raise EmbeddingUnavailable(f"embedding provider failed: {type(exc).__name__}") from exc
         if len(vectors) != len(texts) or any(len(v) != self.dim for v in vectors):
             raise EmbeddingUnavailable(f"embedding provider returned vectors of the wrong shape (want {self.dim}-d)")
+        # The provider's own count; one that reports none is counted by the usual estimate.
+        usage = body.get("usage") if isinstance(body, dict) else None
+        tokens = usage.get("total_tokens") if isinstance(usage, dict) else None
+        count(tokens_embedded=tokens if isinstance(tokens, int) else sum(len(t) // 4 + 1 for t in texts))
         return vectors
 
     @observed_embedding("openai")

@@ -32,6 +32,7 @@ from memvault.events.schemas import (
 from memvault.facade import FacadeBase
 from memvault.jobs import repository as jobs_repo
 from memvault.jobs.registry import JobKind
+from memvault.metering.tally import count
 from memvault.operations import operation
 from memvault.principal import Principal
 
@@ -164,6 +165,7 @@ class EventOps(FacadeBase):
         The job is handed to the workers only after the commit."""
         p.require("write", ns)
         messages = _resolve(body)
+        await self._usage.require_monthly_room(p.tenant_id, "events_per_month", adding=len(messages))
         event_ids = [uuid.uuid4() for _ in messages]
         async with self._open(p, ns, scope=None) as (tx, namespace):
             # Created before the events, which carry its id: the application may not update events.
@@ -208,6 +210,7 @@ class EventOps(FacadeBase):
             if created:
                 # A reused job was dispatched by the request that created it.
                 tx.after_commit(lambda: self._jobs.dispatch(p.tenant_id, job_id, EXTRACTION))
+        count(events_ingested=len(messages), bytes_stored=sum(len(m.content.encode()) for m in messages))
         first_seen = list(dict.fromkeys(m.session_id for m in messages))
         by_id = {s.id: s for s in sessions}
         return IngestOut(

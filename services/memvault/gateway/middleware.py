@@ -15,6 +15,7 @@ from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvault.errors import MemvaultError, PayloadTooLarge, RequestTimeout
+from memvault.metering.tally import through
 from memvault.observability import access, logs
 from memvault.plans.gate import reporting
 
@@ -76,6 +77,23 @@ class RateLimitHeadersMiddleware:
                 await send(message)
 
             await self.app(scope, receive, send_with_limits)
+
+
+class DoorMiddleware:
+    """Which door a request came through, for usage metering (metering/tally.py): the SDK names
+    itself in its User-Agent (``memvault-sdk/<version>``), anything else is REST. /mcp is left
+    alone: its tool calls run in the MCP session's tasks, and the MCP runtime sets its door there."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"].startswith("/mcp"):
+            await self.app(scope, receive, send)
+            return
+        agent = next((v for k, v in scope["headers"] if k == b"user-agent"), b"")
+        with through("sdk" if agent.startswith(b"memvault-sdk/") else "rest"):
+            await self.app(scope, receive, send)
 
 
 async def send_problem(

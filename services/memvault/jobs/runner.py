@@ -83,7 +83,10 @@ async def _execute(ctx: JobContext, tenant_id: uuid.UUID, job_id: uuid.UUID) -> 
     db = Database(ctx.urls, pooled=False)
     try:
         api = NamespaceAPI(db, ctx.embedder, ctx.settings)
-        outcome = await api.run_job(Principal.system(tenant_id, subject=f"job:{job_id}"), job_id)
+        try:
+            outcome = await api.run_job(Principal.system(tenant_id, subject=f"job:{job_id}"), job_id)
+        finally:
+            await api.aclose()  # the job's usage and access counts, before the engine goes
     finally:
         await db.dispose()
     log.info("job %s: %s %s", job_id, outcome.status, outcome.error or "")

@@ -22,15 +22,17 @@ from memvault.errors import Conflict, MemvaultError, NotFound
 from memvault.facade import FacadeBase
 from memvault.jobs import repository as repo
 from memvault.jobs.models import Job
-from memvault.jobs.registry import job_handlers
+from memvault.jobs.registry import JobKind, job_handlers
 from memvault.jobs.schemas import JobOut, JobStatus
 from memvault.observability.metrics import observe_job
-from memvault.operations import operation
+from memvault.operations import Operation, operation
 from memvault.principal import Principal
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[[float], Awaitable[None]]
+# Kinds whose work embeds text: not started for a tenant past its monthly embedded-token cap.
+EMBEDDING_KINDS = frozenset({JobKind.extraction, JobKind.organize, JobKind.reembed})
 FINISHED = (JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled)
 
 
@@ -212,8 +214,12 @@ class JobOps(FacadeBase):
             try:
                 if name is None:
                     raise UnknownJobKind(f"No handler for jobs of kind '{job.kind}'.")
+                if job.kind in EMBEDDING_KINDS:
+                    # Over the month's cap, the job fails at once and its error says why.
+                    await self._usage.require_monthly_room(p.tenant_id, "embedded_tokens_per_month")
                 handler: Handler = getattr(self, name)
-                async with run.watching():
+                # What the job uses counts for its tenant, as internal work (metering/tally.py).
+                async with self._usage.admit(p, Operation(f"job.{job.kind}", "write")), run.watching():
                     result = await handler(p, job, run)
             except Exception as exc:
                 # Refusals (bad input, a namespace gone) fail for good; anything else is retried,

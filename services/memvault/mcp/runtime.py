@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from memvault.errors import MemvaultError
 from memvault.fields import as_error
+from memvault.metering.tally import through
 from memvault.principal import Principal
 
 log = logging.getLogger(__name__)
@@ -85,7 +86,8 @@ class Runtime:
         """Run one facade call; our errors become tool errors a model can act on (code and detail),
         anything else a short message without internals (the log has the traceback)."""
         try:
-            return await fn()
+            with through("mcp"):
+                return await fn()
         except MemvaultError as exc:
             raise _tool_error(exc) from exc
         except ValidationError as exc:

@@ -89,10 +89,13 @@ def build_server(rt: Runtime, profile: Profile = "extended") -> MCPServer:
             name="memory_account",
             title="Account",
             annotations=READ,
-            description="The account behind this credential: tenant, scopes, namespaces and how much is stored.",
+            description=(
+                "The account behind this credential: tenant, scopes, namespaces, how much is stored, the plan "
+                "with its limits, each quota's use (used / limit / resets_at) and this month's usage by door."
+            ),
         )
         async def memory_account(call: ToolCall) -> dict[str, Any]:
-            return await call.api.tenant_summary(call.p)
+            return await call.api.account_overview(call.p)
 
     _resources(server, rt)
     _prompts(server)

@@ -29,6 +29,7 @@ from memvault.memories.schemas import (
     MemoryState,
     ScopeLevel,
 )
+from memvault.metering.tally import count, estimated_tokens
 from memvault.operations import operation
 from memvault.plans.limits import UNLIMITED
 from memvault.plans.room import require_stored_room
@@ -115,6 +116,7 @@ def _may_write_level(p: Principal, level: str) -> None:
 
 class MemoryOps(FacadeBase):
     async def _embed(self, p: Principal, texts: list[str]) -> list[list[float]]:
+        await self._usage.require_monthly_room(p.tenant_id, "embedded_tokens_per_month", adding=estimated_tokens(texts))
         return await self._embedder.embed(texts, tenant=p.tenant_id)
 
     def _row(self, p: Principal, namespace_id: uuid.UUID | None, body: MemoryIn, vector: list[float]) -> dict[str, Any]:
@@ -192,6 +194,7 @@ class MemoryOps(FacadeBase):
                 # Fresh ids: the failed transaction's never existed.
                 for row in rows:
                     row["id"] = uuid.uuid4()
+        count(memories_written=len(created), bytes_stored=sum(len(b.content.encode()) for b in bodies))
         return [memory_out(m, ns) for m in created]
 
     async def _link_entities(

@@ -13,10 +13,10 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
-from memvault.facade import FacadeBase
 from memvault.members import repository as invitations
 from memvault.members import rules
 from memvault.members.roles import role_of_scopes
+from memvault.metering.service import UsageOps
 from memvault.oauth import repository as repo
 from memvault.oauth import secrets
 from memvault.oauth.errors import GrantNotFound, UserExists, UserNotFound, WeakPassword
@@ -27,7 +27,7 @@ from memvault.plans.quotas import require_room
 from memvault.principal import Principal
 
 
-class AccountOps(FacadeBase):
+class AccountOps(UsageOps):
     @operation("write")
     async def create_user(self, p: Principal, body: UserIn) -> UserOut:
         """Create a tenant user who can sign in to MCP clients with email and password."""
@@ -112,7 +112,8 @@ class AccountOps(FacadeBase):
 
     @operation("read")
     async def get_account(self, p: Principal) -> AccountOut:
-        """The tenant's OAuth picture: its users, the clients they signed in to, and the grants."""
+        """The tenant's account: its plan, limits and each quota's use, its users, the clients they
+        signed in to, and the grants."""
         p.require("admin")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             rows = [r for r in await repo.list_grants(tx.session, p.tenant_id) if p.covers(r[0].namespaces)]
@@ -129,11 +130,14 @@ class AccountOps(FacadeBase):
                     created_at=c.created_at,
                 ),
             )
+        plan = await self.account_plan(p)
         return AccountOut(
             tenant_id=p.tenant_id,
             users=len(users),
             clients=list(seen.values()),
             grants=[_grant_out(g, email, c) for g, email, c in rows],
+            plan=plan.plan,
+            quotas=plan.quotas,
         )
 
     @operation("write")

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memvault.fields import NOT_STORED, Body
 from memvault.members.roles import Role
+from memvault.metering.schemas import PlanOut, QuotaOut
 from memvault.namespaces.schemas import NamespaceNames
 
 OAuthScope = Literal["read", "write"]
@@ -93,6 +94,8 @@ class AccountOut(BaseModel):
     users: int
     clients: list[ClientOut] = Field(description="OAuth clients that hold or held a grant in this tenant.")
     grants: list[GrantOut]
+    plan: PlanOut = Field(description="The tenant's plan and its limits (overrides applied).")
+    quotas: list[QuotaOut] = Field(description="Each quota's use: used / limit / resets_at.")
 
 
 MetaText = Annotated[str, Field(max_length=200)]

@@ -6,7 +6,8 @@ module) lets each write its samples to files that the scraped process reads toge
 it (one process, the tests) the default registry serves.
 
 Labels are bounded by construction: route templates (never raw paths), the door, the status code,
-job kinds, limit names and stage names; never a tenant, key or namespace."""
+job kinds, limit names, plan names (a short list the operator keeps) and stage names; never a
+tenant, key or namespace."""
 
 from __future__ import annotations
 
@@ -113,11 +114,28 @@ JOB_FAILURES = Counter(
     "memvault_job_failures_total", "Job attempts that failed (retried or for good), by kind.", ["kind"]
 )
 RATE_LIMITED = Counter("memvault_rate_limit_refusals_total", "Requests refused with 429, by limit.", ["limit"])
+# Metered use (metering/meter.py) and quota refusals, by plan: never by tenant, key or namespace.
+USAGE = Counter("memvault_usage_total", "Units of use metered, by plan, door and unit.", ["plan", "door", "unit"])
+QUOTA_REFUSALS = Counter(
+    "memvault_quota_refusals_total", "Requests refused with quota_exceeded, by plan and quota.", ["plan", "quota"]
+)
+USAGE_UNITS = ("requests", "memories_written", "searches", "events_ingested", "tokens_embedded", "bytes_stored")
 
 
 def observe_request(door: str, method: str, route: str, status: int, seconds: float) -> None:
     REQUESTS.labels(door, method, route, str(status)).inc()
     REQUEST_SECONDS.labels(door, method, route).observe(seconds)
+
+
+def observe_usage(plan: str, door: str, units: Sequence[int]) -> None:
+    """One operation's metered units (in the order of USAGE_UNITS)."""
+    for unit, n in zip(USAGE_UNITS, units, strict=True):
+        if n:
+            USAGE.labels(plan, door, unit).inc(n)
+
+
+def observe_quota_refusal(plan: str, quota: str) -> None:
+    QUOTA_REFUSALS.labels(plan, quota).inc()
 
 
 def observe_search(timings_ms: Mapping[str, float], failures: Iterable[str]) -> None:

@@ -27,6 +27,7 @@ from memvault.facade import FacadeBase
 from memvault.fields import as_error
 from memvault.guard import SecretDetected
 from memvault.memories.service import content_hash
+from memvault.metering.tally import count, estimated_tokens
 from memvault.operations import operation
 from memvault.plans.quotas import require_room
 from memvault.plans.room import require_stored_room
@@ -234,6 +235,10 @@ class PortabilityOps(FacadeBase):
             await audit.record(
                 tx.session, p.tenant_id, p.subject, "namespace.import", namespace_id=namespace.id, detail=counts
             )
+        count(
+            memories_written=counts.get("memory", 0),
+            bytes_stored=sum(len(str(r.get("content") or "").encode()) for _, r in records),
+        )
         return counts
 
     async def _import_vectors(self, p: Principal, records: list[tuple[str, dict[str, Any]]]) -> dict[int, list[float]]:
@@ -253,7 +258,11 @@ class PortabilityOps(FacadeBase):
             else:
                 todo.append((i, r["content"] if kind == "memory" else f"{r['task']}\n{r.get('outcome') or ''}"))
         if todo:
-            embedded = await self._embedder.embed([t for _, t in todo], tenant=p.tenant_id)
+            texts = [t for _, t in todo]
+            await self._usage.require_monthly_room(
+                p.tenant_id, "embedded_tokens_per_month", adding=estimated_tokens(texts)
+            )
+            embedded = await self._embedder.embed(texts, tenant=p.tenant_id)
             vectors.update({i: v for (i, _), v in zip(todo, embedded, strict=True)})
         return vectors
 
