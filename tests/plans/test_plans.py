@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from memvault.errors import InvalidInput
 from memvault.plans.limits import PlanLimits, month_bounds
 from memvault.plans.quotas import MonthlyQuotaExceeded, QuotaExceeded, require_monthly_room, require_room
 from tests.conftest import make_tenant
+
+ACCOUNTS_DOC = (Path(__file__).resolve().parents[2] / "docs" / "accounts.md").read_text()
 
 
 async def test_new_tenants_are_unlimited_and_the_seeded_plans_exist(api: NamespaceAPI) -> None:
@@ -74,3 +77,22 @@ def test_quota_checks_say_which_quota_its_limit_and_use() -> None:
 def test_month_bounds_cross_the_year() -> None:
     start, end = month_bounds(datetime(2026, 12, 31, 23, 59, tzinfo=UTC))
     assert start == datetime(2026, 12, 1, tzinfo=UTC) and end == datetime(2027, 1, 1, tzinfo=UTC)
+
+
+async def test_the_plan_table_in_docs_is_what_the_database_holds(api: NamespaceAPI) -> None:
+    """docs/accounts.md's table of the seeded plans, read back against the plans table."""
+    table = ACCOUNTS_DOC.split("## Plans\n", 1)[1].split("\n\n")[1].splitlines()
+    names = [c.strip(" `") for c in table[0].split("|")[2:-1]]
+    stored = {name: limits.as_dict() for name, _, limits in await api.list_plans()}
+
+    def shown(value: int | None, limit: str) -> str:
+        if value is None:
+            return "—"
+        return f"{value // (1024 * 1024):,} MB" if limit.endswith("_bytes") else f"{value:,}"
+
+    for row in table[2:]:
+        cells = [c.strip() for c in row.split("|")[1:-1]]
+        limit = cells[0].strip("`")
+        for plan, cell in zip(names, cells[1:], strict=True):
+            assert cell == shown(stored[plan].get(limit), limit), (plan, limit)
+    assert {r.split("|")[1].strip(" `") for r in table[2:]} == set(PlanLimits.names())
