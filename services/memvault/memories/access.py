@@ -15,13 +15,13 @@ caller is shown includes its own searches on this server.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from memvault.db.deferred import DeferredWriter
 from memvault.db.session import Database
 from memvault.memories import repository as repo
 
@@ -36,29 +36,24 @@ class Pending:
     last: datetime
 
 
-class AccessLog:
+class AccessLog(DeferredWriter):
     """Accesses to memories, buffered per tenant and written every ``interval_s`` by a task on the
     event loop that recorded them. ``max_pending``: memories held at most; past it, a failed write
     drops its counts instead of keeping them for the next one (an unreachable database must not
     grow the buffer without end)."""
 
+    _task_name = "memvault-access-log"
+
     def __init__(self, db: Database, *, interval_s: float, max_pending: int = 100_000) -> None:
         self._db = db
-        self._interval_s = interval_s
+        super().__init__(interval_s=interval_s)
         self._max_pending = max_pending
         self._pending: dict[uuid.UUID, dict[uuid.UUID, Pending]] = {}
-        self._writer: asyncio.Task[None] | None = None
-        self._writing = False  # the writer is writing a batch (and must not be cancelled)
 
     def record(self, tenant_id: uuid.UUID, memory_ids: Iterable[uuid.UUID]) -> None:
         now = datetime.now(UTC)
         self._add(tenant_id, {memory_id: Pending(1, now) for memory_id in memory_ids})
-        if not self._pending:
-            return
-        loop = asyncio.get_running_loop()
-        # One writer per loop; a writer of a loop that has ended (a test's, a job's) never runs.
-        if self._writer is None or self._writer.done() or self._writer.get_loop() is not loop:
-            self._writer = loop.create_task(self._write_later(), name="memvault-access-log")
+        self._wake()
 
     def take(self, tenant_id: uuid.UUID, memory_id: uuid.UUID) -> int:
         """Remove and return the pending count of one memory: its reader writes it instead."""
@@ -94,26 +89,6 @@ class AccessLog:
                     self._add(tenant_id, hits)
                 else:
                     log.exception("could not write %d access counts; dropped", len(hits))
-
-    async def aclose(self) -> None:
-        """Stop the writer and write what is pending."""
-        writer, self._writer = self._writer, None
-        if writer is not None and not writer.done() and writer.get_loop() is asyncio.get_running_loop():
-            # Cancelled unless it is writing (waiting, or not yet started): a write under way
-            # finishes, since cancelling it would lose the batch it holds.
-            if not self._writing:
-                writer.cancel()
-            await asyncio.gather(writer, return_exceptions=True)
-        await self.flush()
-
-    async def _write_later(self) -> None:
-        while self._pending:
-            await asyncio.sleep(self._interval_s)
-            self._writing = True
-            try:
-                await self.flush()
-            finally:
-                self._writing = False
 
     def _add(self, tenant_id: uuid.UUID, hits: dict[uuid.UUID, Pending]) -> None:
         held = self._pending.setdefault(tenant_id, {})

@@ -14,7 +14,6 @@ are seen once it writes them: a cap may be passed by at most an interval's work 
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -22,6 +21,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 
+from memvault.db.deferred import DeferredWriter
 from memvault.db.session import Database
 from memvault.metering import repository as repo
 from memvault.metering.tally import UNITS, Door, Tally, current_door, tallying
@@ -52,7 +52,9 @@ def key_of(p: Principal, door: Door) -> str:
     return "" if door == "internal" else p.subject
 
 
-class UsageMeter:
+class UsageMeter(DeferredWriter):
+    _task_name = "memvault-usage-meter"
+
     def __init__(
         self,
         db: Database,
@@ -64,7 +66,7 @@ class UsageMeter:
     ) -> None:
         self._db = db
         self._plans = plans
-        self._interval_s = interval_s
+        super().__init__(interval_s=interval_s)
         self._month_ttl_s = month_ttl_s
         self._max_pending = max_pending
         self._pending: dict[Bucket, list[int]] = {}
@@ -72,8 +74,6 @@ class UsageMeter:
         self._unwritten: dict[tuple[uuid.UUID, datetime], list[int]] = {}
         # The table's month totals as last read: (monotonic time read, month start, totals).
         self._written: dict[uuid.UUID, tuple[float, datetime, list[int]]] = {}
-        self._writer: asyncio.Task[None] | None = None
-        self._writing = False
 
     # ---- counting -----------------------------------------------------------------------------
 
@@ -106,9 +106,7 @@ class UsageMeter:
         bucket = (p.tenant_id, hour, door, tally.namespace or "", key_of(p, door), op.name)
         self._add(bucket, units)
         observe_usage(plan, door, units)
-        loop = asyncio.get_running_loop()
-        if self._writer is None or self._writer.done() or self._writer.get_loop() is not loop:
-            self._writer = loop.create_task(self._write_later(), name="memvault-usage-meter")
+        self._wake()
 
     def _add(self, bucket: Bucket, units: list[int], *, unwritten: bool = True) -> None:
         held = self._pending.get(bucket)
@@ -207,21 +205,3 @@ class UsageMeter:
             if committed and held is not None and held[1] == month:
                 for i, n in enumerate(units):
                     held[2][i] += n
-
-    async def aclose(self) -> None:
-        """Stop the writer and write what is pending."""
-        writer, self._writer = self._writer, None
-        if writer is not None and not writer.done() and writer.get_loop() is asyncio.get_running_loop():
-            if not self._writing:
-                writer.cancel()
-            await asyncio.gather(writer, return_exceptions=True)
-        await self.flush()
-
-    async def _write_later(self) -> None:
-        while self._pending:
-            await asyncio.sleep(self._interval_s)
-            self._writing = True
-            try:
-                await self.flush()
-            finally:
-                self._writing = False
