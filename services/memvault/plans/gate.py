@@ -11,6 +11,7 @@ no report (MCP, jobs) just does not get the headers.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -21,8 +22,11 @@ from memvault.config import Settings
 from memvault.operations import Operation
 from memvault.plans.book import PlanBook
 from memvault.plans.concurrency import Lease, Slots
+from memvault.plans.onetrip import ADMITTED, KEY_REFUSED, TENANT_REFUSED, OneTrip
 from memvault.principal import Principal
 from memvault.ratelimit import Limit, RateLimited, RateLimiter, Window
+
+log = logging.getLogger(__name__)
 
 # Seconds a tenant at its concurrency cap is told to wait: a slot frees when any request ends.
 CONCURRENCY_RETRY_S = 1
@@ -63,6 +67,13 @@ class LimitGate:
         self._plans = plans
         self._rates = RateLimiter(settings.redis_url, prefix="memvault:plan")
         self._slots = Slots(redis if settings.redis_url else None, lease_s=settings.concurrency_lease_s)
+        self._lease_ms = int(settings.concurrency_lease_s * 1000)
+        # With Redis, a limited request is admitted in one round trip (plans/onetrip.py).
+        self._onetrip = OneTrip(redis) if settings.redis_url and redis is not None else None
+        # Slots being given back after their answer, by tenant: the give-back task of each, and
+        # the lease ids the next admission of the tenant drops itself (see _give_back_later).
+        self._returning: dict[uuid.UUID, set[str]] = {}
+        self._giving_back: set[asyncio.Task[None]] = set()
         # Refused credentials per client address (count_bad_credential).
         self._bad = Limit("bad-credentials", settings.bad_credentials_limit_per_address)
         self._credentials = RateLimiter(settings.redis_url)
@@ -79,12 +90,95 @@ class LimitGate:
         if per_key is None and per_tenant is None and cap is None:
             yield
             return
-        lease = await self._count(p.tenant_id, credential, op.kind, per_key, per_tenant, cap)
+        if self._onetrip is not None:
+            lease = await self._admit(p.tenant_id, credential, op.kind, per_key, per_tenant, cap)
+        else:
+            lease = await self._count(p.tenant_id, credential, op.kind, per_key, per_tenant, cap)
         try:
             yield
         finally:
-            if lease is not None:
+            if lease is not None and lease.id is not None and self._onetrip is not None:
+                self._give_back_later(lease)
+            elif lease is not None:
                 await self._slots.give_back(lease)
+
+    async def _admit(
+        self,
+        tenant_id: uuid.UUID,
+        credential: str,
+        kind: str,
+        per_key: int | None,
+        per_tenant: int | None,
+        cap: int | None,
+    ) -> Lease | None:
+        """`_count`'s rules in one Redis round trip (plans/onetrip.py): the key's limit first, the
+        tenant's only if the key may go on, the slot last; plus what the headers report. A request
+        refused at the concurrency cap is counted against neither limit. Redis away: let through."""
+        assert self._onetrip is not None
+        lease = Lease(tenant_id, uuid.uuid4().hex) if cap is not None else None
+        windows: list[Window] = []
+        try:
+            got = await self._onetrip.admit(
+                tenant_id,
+                credential,
+                kind,
+                per_key,
+                per_tenant,
+                cap,
+                lease_ms=self._lease_ms,
+                lease_id=lease.id if lease is not None and lease.id is not None else "",
+                returning=tuple(self._returning.get(tenant_id, ())),
+            )
+        except Exception as exc:  # Redis away: serve unlimited rather than refuse every request
+            log.warning("rate limit storage unavailable (%s); tenant %s not limited", exc, tenant_id)
+            return None
+        try:
+            if got.outcome == KEY_REFUSED:
+                assert got.key is not None
+                windows.append(got.key.after(False))
+                raise _refusal(got.key, per_key or 0, "API key", kind)
+            windows += [got.key] if got.key is not None else []
+            windows += [got.tenant.after(got.outcome != TENANT_REFUSED)] if got.tenant is not None else []
+            if got.outcome == TENANT_REFUSED:
+                raise _refusal(got.tenant, per_tenant or 0, "tenant", kind)
+            if got.outcome != ADMITTED:
+                raise RateLimited(
+                    f"This tenant already runs {cap} requests at once, its plan's limit; "
+                    f"retry in {CONCURRENCY_RETRY_S} s.",
+                    retry_after=CONCURRENCY_RETRY_S,
+                )
+        finally:
+            _report_windows(windows)
+        return lease
+
+    def _give_back_later(self, lease: Lease) -> None:
+        """Give the slot back without the answer waiting for Redis: a task sends the ZREM while
+        the answer goes out. Until it is done the lease id is also handed to the tenant's next
+        admission from this process, whose script drops it first: a client sending its next
+        request on the answer finds its slot free here even if the give-back is still on its way.
+        A give-back that fails leaves the lease to lapse (MEMVAULT_CONCURRENCY_LEASE_S); `aclose`
+        waits for those in flight."""
+        assert lease.id is not None
+        returning = self._returning.setdefault(lease.tenant_id, set())
+        returning.add(lease.id)
+
+        async def give_back() -> None:
+            try:
+                await self._slots.give_back(lease)
+            finally:
+                returning.discard(lease.id)
+                if not returning and self._returning.get(lease.tenant_id) is returning:
+                    del self._returning[lease.tenant_id]
+
+        task = asyncio.get_running_loop().create_task(give_back(), name="memvault-slot-give-back")
+        self._giving_back.add(task)
+        task.add_done_callback(self._giving_back.discard)
+
+    async def aclose(self) -> None:
+        """Wait for the slots still being given back (before the Redis client closes)."""
+        loop = asyncio.get_running_loop()
+        # A give-back started on a loop that has ended (a test's) never ran on; only this loop's.
+        await asyncio.gather(*(t for t in self._giving_back if t.get_loop() is loop), return_exceptions=True)
 
     async def _count(
         self,
