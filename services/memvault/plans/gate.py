@@ -3,6 +3,10 @@ caller's plan, per API key (or OAuth grant) and per tenant, for its kind (read, 
 held to the tenant's concurrent requests. Jobs and the CLI (a Principal with no door credential)
 are never limited; a plan with no limit for the kind costs no storage round trip at all.
 
+With Redis, a limited request costs one round trip before the call (plans/onetrip.py: both counts,
+the slot and the windows in one script) and none after it (the slot goes back in a task beside the
+answer). Without Redis the counts are this process's memory (`_count`).
+
 Where each limit stands is left in a per-request report (``reporting``) that the gateway's
 middleware turns into the `RateLimit-Policy` / `RateLimit` headers of the REST answer; a door with
 no report (MCP, jobs) just does not get the headers.
@@ -62,6 +66,13 @@ def _refusal(w: Window | None, quota: int, per: str, kind: str) -> RateLimited:
     return RateLimited(f"This {per} may make {quota} {kind} requests a minute; retry in {retry} s.", retry_after=retry)
 
 
+def _no_slot(cap: int) -> RateLimited:
+    return RateLimited(
+        f"This tenant already runs {cap} requests at once, its plan's limit; retry in {CONCURRENCY_RETRY_S} s.",
+        retry_after=CONCURRENCY_RETRY_S,
+    )
+
+
 class LimitGate:
     def __init__(self, settings: Settings, plans: PlanBook, redis: Any = None) -> None:
         self._plans = plans
@@ -70,8 +81,8 @@ class LimitGate:
         self._lease_ms = int(settings.concurrency_lease_s * 1000)
         # With Redis, a limited request is admitted in one round trip (plans/onetrip.py).
         self._onetrip = OneTrip(redis) if settings.redis_url and redis is not None else None
-        # Slots being given back after their answer, by tenant: the give-back task of each, and
-        # the lease ids the next admission of the tenant drops itself (see _give_back_later).
+        # Slots being given back beside their answer: the lease ids, by tenant, that the tenant's
+        # next admission drops itself, and the tasks sending the ZREMs (see _give_back_later).
         self._returning: dict[uuid.UUID, set[str]] = {}
         self._giving_back: set[asyncio.Task[None]] = set()
         # Refused credentials per client address (count_bad_credential).
@@ -142,11 +153,7 @@ class LimitGate:
             if got.outcome == TENANT_REFUSED:
                 raise _refusal(got.tenant, per_tenant or 0, "tenant", kind)
             if got.outcome != ADMITTED:
-                raise RateLimited(
-                    f"This tenant already runs {cap} requests at once, its plan's limit; "
-                    f"retry in {CONCURRENCY_RETRY_S} s.",
-                    retry_after=CONCURRENCY_RETRY_S,
-                )
+                raise _no_slot(cap or 0)
         finally:
             _report_windows(windows)
         return lease
@@ -191,9 +198,10 @@ class LimitGate:
     ) -> Lease | None:
         """Count the request against the key's limit, then, only if the key may go on, the
         tenant's: a key refused at its own limit must not spend the budget the tenant's other keys
-        share. A window is read after its count (the headers say where the request left it), the
-        key's beside the tenant's count, and the concurrency slot is taken beside the first count:
-        three round trips to Redis at most. Returns the slot to give back (None: no cap)."""
+        share. The concurrency slot is taken first: a request refused at the cap is counted against
+        neither limit. A window is read after its count (the headers say where the request left
+        it). This path serves the memory storage (no Redis), where a call costs no round trip; with
+        Redis, `_admit` does the same in one. Returns the slot to give back (None: no cap)."""
         rates, tenant = self._rates, str(tenant_id)
         # Windows are read for the headers of a REST answer; a door without them (MCP) skips the
         # reads, but for the Retry-After of a refusal.
@@ -202,10 +210,11 @@ class LimitGate:
         windows: list[Window] = []
         lease: Lease | None = None
         try:
-            key_ok, lease = await asyncio.gather(
-                rates.count(key_policy, per_key, credential) if per_key is not None else _nothing(),
-                self._slots.take(tenant_id, cap) if cap is not None else _nothing(),
-            )
+            if cap is not None:
+                lease = await self._slots.take(tenant_id, cap)
+                if lease is None:
+                    raise _no_slot(cap)
+            key_ok = await rates.count(key_policy, per_key, credential) if per_key is not None else None
             if key_ok is False:
                 window = await rates.window(key_policy, per_key or 0, credential)
                 windows += [window.after(False)] if window else []
@@ -222,12 +231,6 @@ class LimitGate:
                 windows += [window.after(tenant_ok)] if window else []
                 if not tenant_ok:
                     raise _refusal(window, per_tenant or 0, "tenant", kind)
-            if cap is not None and lease is None:
-                raise RateLimited(
-                    f"This tenant already runs {cap} requests at once, its plan's limit; "
-                    f"retry in {CONCURRENCY_RETRY_S} s.",
-                    retry_after=CONCURRENCY_RETRY_S,
-                )
         except BaseException:
             if lease is not None:
                 await self._slots.give_back(lease)
