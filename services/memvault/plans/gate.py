@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -48,6 +48,42 @@ def reporting() -> Iterator[list[Window]]:
         yield windows
     finally:
         _report.reset(token)
+
+
+class AfterAnswer:
+    """What a request leaves to do once its answer has gone (the REST door's middleware runs it):
+    giving back its concurrency slot. Once run, anything added runs at once, so a task that
+    outlives its request (an MCP session's, started in some request's context) never waits on
+    an answer that has long gone."""
+
+    def __init__(self) -> None:
+        self._then: list[Callable[[], None]] | None = []
+
+    def add(self, fn: Callable[[], None]) -> None:
+        if self._then is None:
+            fn()
+        else:
+            self._then.append(fn)
+
+    def run(self) -> None:
+        then, self._then = self._then or [], None
+        for fn in then:
+            fn()
+
+
+_after: ContextVar[AfterAnswer | None] = ContextVar("memvault_after_answer", default=None)
+
+
+@contextmanager
+def after_answer() -> Iterator[AfterAnswer]:
+    """For one request: what the gate leaves until its answer is sent, run on leaving."""
+    after = AfterAnswer()
+    token = _after.set(after)
+    try:
+        yield after
+    finally:
+        _after.reset(token)
+        after.run()
 
 
 def _report_windows(windows: list[Window]) -> None:
@@ -159,12 +195,12 @@ class LimitGate:
         return lease
 
     def _give_back_later(self, lease: Lease) -> None:
-        """Give the slot back without the answer waiting for Redis: a task sends the ZREM while
-        the answer goes out. Until it is done the lease id is also handed to the tenant's next
-        admission from this process, whose script drops it first: a client sending its next
-        request on the answer finds its slot free here even if the give-back is still on its way.
-        A give-back that fails leaves the lease to lapse (MEMVAULT_CONCURRENCY_LEASE_S); `aclose`
-        waits for those in flight."""
+        """Give the slot back without the answer waiting for Redis: at the REST door once the
+        answer is sent (after_answer), elsewhere in a task beside it. From now until the ZREM is
+        done the lease id is also handed to the tenant's next admission from this process, whose
+        script drops it first: a client sending its next request on the answer finds its slot free
+        here even if the give-back has not reached Redis yet. A give-back that fails leaves the
+        lease to lapse (MEMVAULT_CONCURRENCY_LEASE_S); `aclose` waits for those in flight."""
         assert lease.id is not None
         returning = self._returning.setdefault(lease.tenant_id, set())
         returning.add(lease.id)
@@ -177,9 +213,16 @@ class LimitGate:
                 if not returning and self._returning.get(lease.tenant_id) is returning:
                     del self._returning[lease.tenant_id]
 
-        task = asyncio.get_running_loop().create_task(give_back(), name="memvault-slot-give-back")
-        self._giving_back.add(task)
-        task.add_done_callback(self._giving_back.discard)
+        def start() -> None:
+            task = asyncio.get_running_loop().create_task(give_back(), name="memvault-slot-give-back")
+            self._giving_back.add(task)
+            task.add_done_callback(self._giving_back.discard)
+
+        after = _after.get()
+        if after is None:
+            start()
+        else:
+            after.add(start)
 
     async def aclose(self) -> None:
         """Wait for the slots still being given back (before the Redis client closes)."""
