@@ -62,8 +62,9 @@ class Slots:
         return lease if taken else None
 
     async def give_back(self, lease: Lease) -> None:
-        """Free the slot, before the answer goes: a client that sends its next request on the
-        answer must find it free. A give-back that fails leaves the lease to lapse."""
+        """Free the slot. With Redis the gate calls this in a task beside the answer going out
+        (plans/gate.py `_give_back_later`, which also makes the next take drop the lease). A
+        give-back that fails leaves the lease to lapse."""
         if lease is _UNCOUNTED:
             return
         if lease.id is None:

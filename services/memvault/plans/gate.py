@@ -3,6 +3,10 @@ caller's plan, per API key (or OAuth grant) and per tenant, for its kind (read, 
 held to the tenant's concurrent requests. Jobs and the CLI (a Principal with no door credential)
 are never limited; a plan with no limit for the kind costs no storage round trip at all.
 
+With Redis, a limited request costs one round trip before the call (plans/onetrip.py: both counts,
+the slot and the windows in one script) and none after it (the slot goes back in a task beside the
+answer). Without Redis the counts are this process's memory (`_count`).
+
 Where each limit stands is left in a per-request report (``reporting``) that the gateway's
 middleware turns into the `RateLimit-Policy` / `RateLimit` headers of the REST answer; a door with
 no report (MCP, jobs) just does not get the headers.
@@ -11,8 +15,9 @@ no report (MCP, jobs) just does not get the headers.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -21,8 +26,11 @@ from memvault.config import Settings
 from memvault.operations import Operation
 from memvault.plans.book import PlanBook
 from memvault.plans.concurrency import Lease, Slots
+from memvault.plans.onetrip import ADMITTED, KEY_REFUSED, TENANT_REFUSED, OneTrip
 from memvault.principal import Principal
 from memvault.ratelimit import Limit, RateLimited, RateLimiter, Window
+
+log = logging.getLogger(__name__)
 
 # Seconds a tenant at its concurrency cap is told to wait: a slot frees when any request ends.
 CONCURRENCY_RETRY_S = 1
@@ -42,6 +50,42 @@ def reporting() -> Iterator[list[Window]]:
         _report.reset(token)
 
 
+class AfterAnswer:
+    """What a request leaves to do once its answer has gone (the REST door's middleware runs it):
+    giving back its concurrency slot. Once run, anything added runs at once, so a task that
+    outlives its request (an MCP session's, started in some request's context) never waits on
+    an answer that has long gone."""
+
+    def __init__(self) -> None:
+        self._then: list[Callable[[], None]] | None = []
+
+    def add(self, fn: Callable[[], None]) -> None:
+        if self._then is None:
+            fn()
+        else:
+            self._then.append(fn)
+
+    def run(self) -> None:
+        then, self._then = self._then or [], None
+        for fn in then:
+            fn()
+
+
+_after: ContextVar[AfterAnswer | None] = ContextVar("memvault_after_answer", default=None)
+
+
+@contextmanager
+def after_answer() -> Iterator[AfterAnswer]:
+    """For one request: what the gate leaves until its answer is sent, run on leaving."""
+    after = AfterAnswer()
+    token = _after.set(after)
+    try:
+        yield after
+    finally:
+        _after.reset(token)
+        after.run()
+
+
 def _report_windows(windows: list[Window]) -> None:
     held = _report.get()
     if held is not None:
@@ -58,11 +102,25 @@ def _refusal(w: Window | None, quota: int, per: str, kind: str) -> RateLimited:
     return RateLimited(f"This {per} may make {quota} {kind} requests a minute; retry in {retry} s.", retry_after=retry)
 
 
+def _no_slot(cap: int) -> RateLimited:
+    return RateLimited(
+        f"This tenant already runs {cap} requests at once, its plan's limit; retry in {CONCURRENCY_RETRY_S} s.",
+        retry_after=CONCURRENCY_RETRY_S,
+    )
+
+
 class LimitGate:
     def __init__(self, settings: Settings, plans: PlanBook, redis: Any = None) -> None:
         self._plans = plans
         self._rates = RateLimiter(settings.redis_url, prefix="memvault:plan")
         self._slots = Slots(redis if settings.redis_url else None, lease_s=settings.concurrency_lease_s)
+        self._lease_ms = int(settings.concurrency_lease_s * 1000)
+        # With Redis, a limited request is admitted in one round trip (plans/onetrip.py).
+        self._onetrip = OneTrip(redis) if settings.redis_url and redis is not None else None
+        # Slots being given back beside their answer: the lease ids, by tenant, that the tenant's
+        # next admission drops itself, and the tasks sending the ZREMs (see _give_back_later).
+        self._returning: dict[uuid.UUID, set[str]] = {}
+        self._giving_back: set[asyncio.Task[None]] = set()
         # Refused credentials per client address (count_bad_credential).
         self._bad = Limit("bad-credentials", settings.bad_credentials_limit_per_address)
         self._credentials = RateLimiter(settings.redis_url)
@@ -79,12 +137,98 @@ class LimitGate:
         if per_key is None and per_tenant is None and cap is None:
             yield
             return
-        lease = await self._count(p.tenant_id, credential, op.kind, per_key, per_tenant, cap)
+        if self._onetrip is not None:
+            lease = await self._admit(p.tenant_id, credential, op.kind, per_key, per_tenant, cap)
+        else:
+            lease = await self._count(p.tenant_id, credential, op.kind, per_key, per_tenant, cap)
         try:
             yield
         finally:
-            if lease is not None:
+            if lease is not None and lease.id is not None and self._onetrip is not None:
+                self._give_back_later(lease)
+            elif lease is not None:
                 await self._slots.give_back(lease)
+
+    async def _admit(
+        self,
+        tenant_id: uuid.UUID,
+        credential: str,
+        kind: str,
+        per_key: int | None,
+        per_tenant: int | None,
+        cap: int | None,
+    ) -> Lease | None:
+        """`_count`'s rules in one Redis round trip (plans/onetrip.py): the key's limit first, the
+        tenant's only if the key may go on, the slot last; plus what the headers report. A request
+        refused at the concurrency cap is counted against neither limit. Redis away: let through."""
+        assert self._onetrip is not None
+        lease = Lease(tenant_id, uuid.uuid4().hex) if cap is not None else None
+        windows: list[Window] = []
+        try:
+            got = await self._onetrip.admit(
+                tenant_id,
+                credential,
+                kind,
+                per_key,
+                per_tenant,
+                cap,
+                lease_ms=self._lease_ms,
+                lease_id=lease.id if lease is not None and lease.id is not None else "",
+                returning=tuple(self._returning.get(tenant_id, ())),
+            )
+        except Exception as exc:  # Redis away: serve unlimited rather than refuse every request
+            log.warning("rate limit storage unavailable (%s); tenant %s not limited", exc, tenant_id)
+            return None
+        try:
+            if got.outcome == KEY_REFUSED:
+                assert got.key is not None
+                windows.append(got.key.after(False))
+                raise _refusal(got.key, per_key or 0, "API key", kind)
+            windows += [got.key] if got.key is not None else []
+            windows += [got.tenant.after(got.outcome != TENANT_REFUSED)] if got.tenant is not None else []
+            if got.outcome == TENANT_REFUSED:
+                raise _refusal(got.tenant, per_tenant or 0, "tenant", kind)
+            if got.outcome != ADMITTED:
+                raise _no_slot(cap or 0)
+        finally:
+            _report_windows(windows)
+        return lease
+
+    def _give_back_later(self, lease: Lease) -> None:
+        """Give the slot back without the answer waiting for Redis: at the REST door once the
+        answer is sent (after_answer), elsewhere in a task beside it. From now until the ZREM is
+        done the lease id is also handed to the tenant's next admission from this process, whose
+        script drops it first: a client sending its next request on the answer finds its slot free
+        here even if the give-back has not reached Redis yet. A give-back that fails leaves the
+        lease to lapse (MEMVAULT_CONCURRENCY_LEASE_S); `aclose` waits for those in flight."""
+        assert lease.id is not None
+        returning = self._returning.setdefault(lease.tenant_id, set())
+        returning.add(lease.id)
+
+        async def give_back() -> None:
+            try:
+                await self._slots.give_back(lease)
+            finally:
+                returning.discard(lease.id)
+                if not returning and self._returning.get(lease.tenant_id) is returning:
+                    del self._returning[lease.tenant_id]
+
+        def start() -> None:
+            task = asyncio.get_running_loop().create_task(give_back(), name="memvault-slot-give-back")
+            self._giving_back.add(task)
+            task.add_done_callback(self._giving_back.discard)
+
+        after = _after.get()
+        if after is None:
+            start()
+        else:
+            after.add(start)
+
+    async def aclose(self) -> None:
+        """Wait for the slots still being given back (before the Redis client closes)."""
+        loop = asyncio.get_running_loop()
+        # A give-back started on a loop that has ended (a test's) never ran on; only this loop's.
+        await asyncio.gather(*(t for t in self._giving_back if t.get_loop() is loop), return_exceptions=True)
 
     async def _count(
         self,
@@ -97,9 +241,10 @@ class LimitGate:
     ) -> Lease | None:
         """Count the request against the key's limit, then, only if the key may go on, the
         tenant's: a key refused at its own limit must not spend the budget the tenant's other keys
-        share. A window is read after its count (the headers say where the request left it), the
-        key's beside the tenant's count, and the concurrency slot is taken beside the first count:
-        three round trips to Redis at most. Returns the slot to give back (None: no cap)."""
+        share. The concurrency slot is taken first: a request refused at the cap is counted against
+        neither limit. A window is read after its count (the headers say where the request left
+        it). This path serves the memory storage (no Redis), where a call costs no round trip; with
+        Redis, `_admit` does the same in one. Returns the slot to give back (None: no cap)."""
         rates, tenant = self._rates, str(tenant_id)
         # Windows are read for the headers of a REST answer; a door without them (MCP) skips the
         # reads, but for the Retry-After of a refusal.
@@ -108,10 +253,11 @@ class LimitGate:
         windows: list[Window] = []
         lease: Lease | None = None
         try:
-            key_ok, lease = await asyncio.gather(
-                rates.count(key_policy, per_key, credential) if per_key is not None else _nothing(),
-                self._slots.take(tenant_id, cap) if cap is not None else _nothing(),
-            )
+            if cap is not None:
+                lease = await self._slots.take(tenant_id, cap)
+                if lease is None:
+                    raise _no_slot(cap)
+            key_ok = await rates.count(key_policy, per_key, credential) if per_key is not None else None
             if key_ok is False:
                 window = await rates.window(key_policy, per_key or 0, credential)
                 windows += [window.after(False)] if window else []
@@ -128,12 +274,6 @@ class LimitGate:
                 windows += [window.after(tenant_ok)] if window else []
                 if not tenant_ok:
                     raise _refusal(window, per_tenant or 0, "tenant", kind)
-            if cap is not None and lease is None:
-                raise RateLimited(
-                    f"This tenant already runs {cap} requests at once, its plan's limit; "
-                    f"retry in {CONCURRENCY_RETRY_S} s.",
-                    retry_after=CONCURRENCY_RETRY_S,
-                )
         except BaseException:
             if lease is not None:
                 await self._slots.give_back(lease)
