@@ -90,14 +90,11 @@ async def test_unlimited_plans_get_no_headers_and_cost_no_redis(
 ) -> None:
     t = await make_tenant(api, "rl-free-of-limits")  # the tenants operators create: plan unlimited
     store = redis.Redis.from_url(redis_url)
-    before = store.info("commandstats")
     for _ in range(5):
         r = await search(client, t)
         assert r.status_code == 200 and "ratelimit" not in r.headers and "ratelimit-policy" not in r.headers
-    after = store.info("commandstats")
-    # The moving window's scripts and the concurrency leases are what limiting sends to Redis.
-    assert before.get("cmdstat_evalsha") == after.get("cmdstat_evalsha")
-    assert before.get("cmdstat_eval") == after.get("cmdstat_eval")
+    # Counting always writes its window and lease keys, and this test's Redis database is its own
+    # (the server's command statistics are not: other test processes and benchmarks share them).
     assert not store.keys("memvault:plan*") and not store.keys("memvault:conc*")
 
 
