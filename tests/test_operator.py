@@ -35,3 +35,14 @@ def test_only_the_operator_module_opens_owner_sessions() -> None:
         if lines := owner_uses(path):
             found[rel] = lines
     assert found == {}, f"owner sessions outside memvault/operator.py: {found}"
+
+
+def test_the_operators_paths_load_no_metrics() -> None:
+    """`memvault serve`'s parent imports memvault.operator before it sets up the metrics' folder
+    for its worker processes: a metric made at import would open a file in a folder not yet there
+    (the parent then died at start with FileNotFoundError)."""
+    import subprocess
+    import sys
+
+    code = "import sys, memvault.operator, memvault.cli; sys.exit('memvault.observability.metrics' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

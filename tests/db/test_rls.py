@@ -43,6 +43,8 @@ TABLES = (
     "oauth_grants",
     "oauth_refresh_tokens",
     "oauth_spent_tickets",
+    "member_invitations",
+    "usage_hourly",
 )
 TENANT_COLUMN = {table: "tenant_id" for table in TABLES} | {"tenants": "id"}
 
@@ -123,6 +125,16 @@ async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenan
             await owner.execute(
                 "INSERT INTO oauth_spent_tickets (tenant_id, ticket_id, expires_at) VALUES (%s, %s, now())",
                 (tenant.id, uuid.uuid4().hex),
+            )
+            await owner.execute(
+                "INSERT INTO member_invitations (tenant_id, email, role, invited_by, expires_at) "
+                "VALUES (%s, %s, 'member', 'test', now() + interval '1 day')",
+                (tenant.id, f"{uuid.uuid4().hex}@example.com"),
+            )
+            await owner.execute(
+                "INSERT INTO usage_hourly (tenant_id, hour, door, operation, requests) "
+                "VALUES (%s, date_trunc('hour', now(), 'UTC'), 'rest', 'search', 1)",
+                (tenant.id,),
             )
 
 

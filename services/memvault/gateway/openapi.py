@@ -146,6 +146,10 @@ def describe(app: FastAPI, schema: dict[str, Any]) -> dict[str, Any]:
                 op["security"] = [{BEARER_SCHEME: scopes}]
             elif getattr(route.endpoint, OPTIONAL_AUTH, False):
                 op["security"] = [{}, {BEARER_SCHEME: []}]
+            else:
+                # Said outright: no credential (sign-up, an invitation's acceptance, OAuth's own
+                # endpoints), so a client generator does not send a key there and a reader sees it.
+                op["security"] = []
             responses = op.setdefault("responses", {})
             for status in sorted(_statuses(route, method.lower(), op, scopes)):
                 responses[str(status)] = {"description": _DESCRIPTIONS[status], "content": {PROBLEM: {"schema": ref}}}

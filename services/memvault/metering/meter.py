@@ -20,12 +20,12 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from types import ModuleType
 
 from memvault.db.deferred import DeferredWriter
 from memvault.db.session import Database
 from memvault.metering import repository as repo
 from memvault.metering.tally import UNITS, Door, Tally, current_door, tallying
-from memvault.observability.metrics import observe_quota_refusal, observe_usage
 from memvault.operations import Operation
 from memvault.plans.book import PlanBook
 from memvault.plans.limits import month_bounds
@@ -50,6 +50,15 @@ def key_of(p: Principal, door: Door) -> str:
     if p.key_id is not None:
         return str(p.key_id)
     return "" if door == "internal" else p.subject
+
+
+def metrics() -> ModuleType:
+    """The metrics module, imported on first use, not with this one: the facade imports this module,
+    and `memvault serve`'s parent imports the facade before it has set up the metrics' multiprocess
+    folder (serving.py); metrics made before that would be written where no scrape reads them."""
+    from memvault.observability import metrics as module
+
+    return module
 
 
 class UsageMeter(DeferredWriter):
@@ -105,7 +114,7 @@ class UsageMeter(DeferredWriter):
         hour = now.replace(minute=0, second=0, microsecond=0)
         bucket = (p.tenant_id, hour, door, tally.namespace or "", key_of(p, door), op.name)
         self._add(bucket, units)
-        observe_usage(plan, door, units)
+        metrics().observe_usage(plan, door, units)
         self._wake()
 
     def _add(self, bucket: Bucket, units: list[int], *, unwritten: bool = True) -> None:
@@ -137,7 +146,7 @@ class UsageMeter(DeferredWriter):
         try:
             require_monthly_room(plan.limits, quota, used=used, adding=adding)
         except MonthlyQuotaExceeded:
-            observe_quota_refusal(plan.name, quota)
+            metrics().observe_quota_refusal(plan.name, quota)
             raise
 
     async def month_used(self, tenant_id: uuid.UUID, quota: str) -> int:
