@@ -3,10 +3,13 @@ path costs a search.
 
 `fairness`: tenant B searches alone, then while tenant A floods — first A keeps exactly its plan's
 `concurrent_requests` searches running (its cap), then A sends four times its cap at once, not
-waiting (the caller a cap is for). B's p95 should stay within 1.5x of B alone and B should get no
-429. `overhead`: the same cached search by one tenant on plan `unlimited` (the gate skips it, no
-Redis) and by one whose plan limits every rate and its concurrency (two moving windows and a
-concurrency lease in Redis), in interleaved rounds.
+waiting (the caller a cap is for), then the same waiting each refusal's Retry-After (as the SDK
+does). B's p95 should stay within 1.5x of B alone and B should get no 429. Each is run with the
+fair share of the process between tenants (plans/fairshare.py) swapped for another number of
+places, or taken out (`--slots 0,-1,3`: none, the default, three), in alternating rounds
+(`--repeat`). `overhead`: the same cached search by one tenant on plan `unlimited` (the gate skips
+it, no Redis) and by one whose plan limits every rate and its concurrency (two moving windows and
+a concurrency lease in Redis), in interleaved rounds.
 
 Both through the whole REST stack in process (httpx's ASGI transport: middleware, auth, the gate,
 the facade) on the embedded PostgreSQL, the local MiniLM model and a real Redis:
@@ -58,9 +61,17 @@ async def seed(api: Any, name: str, plan: str, memories: int) -> tuple[str, str]
 
 
 async def searches(
-    client: Any, key: str, path: str, until: float, latencies: list[float] | None, codes: Counter[int]
+    client: Any,
+    key: str,
+    path: str,
+    until: float,
+    latencies: list[float] | None,
+    codes: Counter[int],
+    *,
+    polite: bool = False,
 ) -> None:
-    """Search in a closed loop until ``until``: each search sent when the last one is answered."""
+    """Search in a closed loop until ``until``: each search sent when the last one is answered
+    (``polite``: a refused one after its Retry-After, as the SDK does)."""
     n = 0
     headers = {"Authorization": f"Bearer {key}"}
     while time.perf_counter() < until:
@@ -70,6 +81,8 @@ async def searches(
             latencies.append((time.perf_counter() - started) * 1000)
         codes[r.status_code] += 1
         n += 1
+        if polite and r.status_code in (429, 503):
+            await asyncio.sleep(min(float(r.headers.get("retry-after", 1)), max(0.0, until - time.perf_counter())))
 
 
 def use_fair_share(api: Any, slots: int) -> str:
@@ -121,10 +134,11 @@ async def fairness(args: argparse.Namespace) -> None:
             for _ in range(args.repeat):
                 for n in slots:
                     gate = use_fair_share(api, n)
-                    for label, a_workers in (
-                        ("B alone", 0),
-                        ("A at its cap", args.cap),
-                        ("A at 4x its cap", 4 * args.cap),
+                    for label, a_workers, polite in (
+                        ("B alone", 0, False),
+                        ("A at its cap", args.cap, False),
+                        ("A at 4x its cap", 4 * args.cap, False),
+                        ("A at 4x its cap, waiting Retry-After", 4 * args.cap, True),
                     ):
                         b_ms: list[float] = []
                         b_codes: Counter[int] = Counter()
@@ -132,7 +146,10 @@ async def fairness(args: argparse.Namespace) -> None:
                         until = time.perf_counter() + args.seconds
                         await asyncio.gather(
                             *(searches(client, key_b, path_b, until, b_ms, b_codes) for _ in range(args.b_workers)),
-                            *(searches(client, key_a, path_a, until, None, a_codes) for _ in range(a_workers)),
+                            *(
+                                searches(client, key_a, path_a, until, None, a_codes, polite=polite)
+                                for _ in range(a_workers)
+                            ),
                         )
                         rows.append((gate, label, a_workers, b_ms, b_codes, a_codes))
         print(
