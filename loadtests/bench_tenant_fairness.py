@@ -247,7 +247,7 @@ def main() -> None:
         type=lambda v: [int(x) for x in v.split(",")],
         default=[0, -1],
         help="fairness: the fair share's places, comma-separated, one run each; 0: no fair share, -1: the "
-        "default (twice the cores)",
+        "default (the cores and one)",
     )
     parser.add_argument("--repeat", type=int, default=1, help="fairness: rounds over the --slots values")
     parser.add_argument("--rounds", type=int, default=30, help="overhead: rounds of 10 searches per tenant")

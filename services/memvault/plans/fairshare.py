@@ -14,9 +14,11 @@ beside that tenant's work instead of after it.
 
 The place covers the whole operation (its queries in PostgreSQL, its embedding, its Python): the
 CPU it shares is all of those, and an operation cut in parts would hold database connections and
-locks while it waits for its next part. Slots default to twice the cores: enough that an
-operation waiting on PostgreSQL or the model leaves work for the other core, few enough that a
-newcomer waits for one operation to end, not for a queue of them.
+locks while it waits for its next part. Slots default to the cores and one: the cores kept busy
+(one operation's Python beside another's PostgreSQL), plus the place kept for another tenant, so
+a newcomer shares the cores with as few operations as keep them busy. On 2 cores, twice the cores
+(4) measured hardly better for the other tenant than no fair share at all
+(loadtests/bench_tenant_fairness.py fairness; figures in docs/_incoming/fair.md).
 
 A wait is bounded: past ``wait_s`` the operation is refused with ``503 overloaded`` and
 ``Retry-After``, as the process-wide admission does (gateway/admission.py), and never hangs; and
@@ -43,7 +45,7 @@ from memvault.principal import Principal
 
 
 def default_slots() -> int:
-    return 2 * (os.cpu_count() or 1)
+    return (os.cpu_count() or 1) + 1
 
 
 class FairShare:
