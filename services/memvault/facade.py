@@ -101,7 +101,12 @@ class FacadeBase:
         # Tenants take turns at the process's work (plans/fairshare.py); after the limits, so a
         # request refused there never waits for a turn, and before metering, which bills only
         # what ran.
-        self._fair_share = FairShare(settings.fair_share_slots or default_slots(), wait_s=settings.fair_share_wait_s)
+        # One tenant's line holds half of what the process admits: another tenant's requests
+        # still get in (gateway/admission.py) however many the first one sends.
+        slots = settings.fair_share_slots or default_slots()
+        self._fair_share = FairShare(
+            slots, wait_s=settings.fair_share_wait_s, line=max(slots, settings.max_in_flight // 2)
+        )
         self._gates.append(self._fair_share)
         # Every operation counted per tenant, key, namespace, door and operation (metering/meter.py).
         self._usage = UsageMeter(db, self._plans)

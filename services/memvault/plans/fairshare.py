@@ -22,8 +22,9 @@ a newcomer shares the cores with as few operations as keep them busy. On 2 cores
 
 A wait is bounded: past ``wait_s`` the operation is refused with ``503 overloaded`` and
 ``Retry-After``, as the process-wide admission does (gateway/admission.py), and never hangs; and
-a tenant with as many operations waiting as there are places is refused at once, so one tenant's
-flood (on a plan with no concurrency cap) cannot fill the process's admission either.
+a tenant with ``line`` operations waiting (the facade: half of MEMVAULT_MAX_IN_FLIGHT) is refused
+at once, so one tenant's flood (on a plan with no concurrency cap) cannot fill the process's
+admission either.
 Jobs and the CLI (a Principal with no door credential) do not take places: they run in their
 own processes or on their own event loops, have no client to answer a 503, and are paced by
 their own thread pools.
@@ -51,8 +52,10 @@ def default_slots() -> int:
 class FairShare:
     """The Gate (operations.py). Lives on one event loop at a time: the loop of the server."""
 
-    def __init__(self, slots: int, *, wait_s: float) -> None:
+    def __init__(self, slots: int, *, wait_s: float, line: int | None = None) -> None:
         self.slots = slots
+        # The most operations of one tenant that wait; more are refused at once (default: slots).
+        self._line = line or slots
         # The most one tenant holds: all but one place, the one kept for another tenant.
         self._most = max(1, slots - 1)
         self._wait_s = wait_s
@@ -100,7 +103,7 @@ class FairShare:
             return
         line = self._lines.setdefault(tenant, deque())
         queued = sum(not f.done() for f in line)
-        if queued >= self.slots:
+        if queued >= self._line:
             raise Overloaded(
                 f"This tenant already has {queued} operations waiting for their turn in this server "
                 "process; retry shortly."
