@@ -3,10 +3,13 @@ path costs a search.
 
 `fairness`: tenant B searches alone, then while tenant A floods — first A keeps exactly its plan's
 `concurrent_requests` searches running (its cap), then A sends four times its cap at once, not
-waiting (the caller a cap is for). B's p95 should stay within 1.5x of B alone and B should get no
-429. `overhead`: the same cached search by one tenant on plan `unlimited` (the gate skips it, no
-Redis) and by one whose plan limits every rate and its concurrency (two moving windows and a
-concurrency lease in Redis), in interleaved rounds.
+waiting (the caller a cap is for), then the same waiting each refusal's Retry-After (as the SDK
+does). B's p95 should stay within 1.5x of B alone and B should get no 429. Each is run with the
+fair share of the process between tenants (plans/fairshare.py) swapped for another number of
+places, or taken out (`--slots 0,-1,3`: none, the default, three), in alternating rounds
+(`--repeat`). `overhead`: the same cached search by one tenant on plan `unlimited` (the gate skips
+it, no Redis) and by one whose plan limits every rate and its concurrency (two moving windows and
+a concurrency lease in Redis), in interleaved rounds.
 
 Both through the whole REST stack in process (httpx's ASGI transport: middleware, auth, the gate,
 the facade) on the embedded PostgreSQL, the local MiniLM model and a real Redis:
@@ -25,6 +28,8 @@ import asyncio
 import statistics
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from harness import embedded_app, pct
@@ -56,9 +61,17 @@ async def seed(api: Any, name: str, plan: str, memories: int) -> tuple[str, str]
 
 
 async def searches(
-    client: Any, key: str, path: str, until: float, latencies: list[float] | None, codes: Counter[int]
+    client: Any,
+    key: str,
+    path: str,
+    until: float,
+    latencies: list[float] | None,
+    codes: Counter[int],
+    *,
+    polite: bool = False,
 ) -> None:
-    """Search in a closed loop until ``until``: each search sent when the last one is answered."""
+    """Search in a closed loop until ``until``: each search sent when the last one is answered
+    (``polite``: a refused one after its Retry-After, as the SDK does)."""
     n = 0
     headers = {"Authorization": f"Bearer {key}"}
     while time.perf_counter() < until:
@@ -68,11 +81,36 @@ async def searches(
             latencies.append((time.perf_counter() - started) * 1000)
         codes[r.status_code] += 1
         n += 1
+        if polite and r.status_code in (429, 503):
+            await asyncio.sleep(min(float(r.headers.get("retry-after", 1)), max(0.0, until - time.perf_counter())))
+
+
+def use_fair_share(api: Any, slots: int) -> str:
+    """Put a fair share of ``slots`` places (plans/fairshare.py) in the facade's gates, in the
+    place of the one there; 0: none at all (every admitted request runs at once, first come)."""
+    from memvault.plans.fairshare import FairShare
+
+    gates: list[Any] = api._gates
+    at = next(i for i, g in enumerate(gates) if isinstance(g, FairShare) or getattr(g, "_bench_slot", False))
+    if slots:
+        gates[at] = FairShare(slots, wait_s=api._settings.fair_share_wait_s)
+        return f"fair share, {slots} places"
+    gates[at] = _NoGate()
+    return "no fair share"
+
+
+class _NoGate:
+    _bench_slot = True
+
+    @asynccontextmanager
+    async def admit(self, p: Any, op: Any) -> AsyncIterator[None]:
+        yield
 
 
 async def fairness(args: argparse.Namespace) -> None:
     import httpx
 
+    from memvault.plans.fairshare import default_slots
     from memvault.plans.limits import PlanLimits
 
     async with embedded_app("memvault-tenant-fair-", redis_url=args.redis) as stack:
@@ -86,32 +124,55 @@ async def fairness(args: argparse.Namespace) -> None:
         key_a, path_a = await seed(api, "fair-a", "bench-capped", args.memories)
         key_b, path_b = await seed(api, "fair-b", "bench-capped", args.memories)
         transport = httpx.ASGITransport(app=stack.app)
+        slots = [default_slots() if s < 0 else s for s in args.slots]
         async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60) as client:
             warm: Counter[int] = Counter()
             await searches(client, key_b, path_b, time.perf_counter() + 2, None, warm)
             await searches(client, key_a, path_a, time.perf_counter() + 2, None, warm)
             rows = []
-            for label, a_workers in (("B alone", 0), ("A at its cap", args.cap), ("A at 4x its cap", 4 * args.cap)):
-                b_ms: list[float] = []
-                b_codes: Counter[int] = Counter()
-                a_codes: Counter[int] = Counter()
-                until = time.perf_counter() + args.seconds
-                await asyncio.gather(
-                    *(searches(client, key_b, path_b, until, b_ms, b_codes) for _ in range(args.b_workers)),
-                    *(searches(client, key_a, path_a, until, None, a_codes) for _ in range(a_workers)),
-                )
-                rows.append((label, a_workers, b_ms, b_codes, a_codes))
-        alone_p95 = pct(rows[0][2], 95)
+            # Rounds alternate the gates, so a change of the shared machine's load falls on both.
+            for _ in range(args.repeat):
+                for n in slots:
+                    gate = use_fair_share(api, n)
+                    for label, a_workers, polite in (
+                        ("B alone", 0, False),
+                        ("A at its cap", args.cap, False),
+                        ("A at 4x its cap", 4 * args.cap, False),
+                        ("A at 4x its cap, waiting Retry-After", 4 * args.cap, True),
+                    ):
+                        b_ms: list[float] = []
+                        b_codes: Counter[int] = Counter()
+                        a_codes: Counter[int] = Counter()
+                        until = time.perf_counter() + args.seconds
+                        await asyncio.gather(
+                            *(searches(client, key_b, path_b, until, b_ms, b_codes) for _ in range(args.b_workers)),
+                            *(
+                                searches(client, key_a, path_a, until, None, a_codes, polite=polite)
+                                for _ in range(a_workers)
+                            ),
+                        )
+                        rows.append((gate, label, a_workers, b_ms, b_codes, a_codes))
         print(
             f"\nTenant fairness: cap {args.cap} concurrent requests, {args.seconds} s per phase, "
-            f"B: {args.b_workers} searcher(s)\n"
+            f"B: {args.b_workers} searcher(s), {args.repeat} round(s) per gate\n"
         )
-        print("| phase | A searchers | B searches | B p50 ms | B p95 ms | B p95 / alone | B 429s | A 200s | A 429s |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for label, a_workers, b_ms, b_codes, a_codes in rows:
+        print(
+            "| gate | phase | A searchers | B searches | B p50 ms | B p95 ms | B p95 / alone "
+            "| B 429s | B 503s | A 200s | A 429s | A 503s |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        merged: dict[tuple[str, str], tuple[int, list[float], Counter[int], Counter[int]]] = {}
+        for gate, label, a_workers, b_ms, b_codes, a_codes in rows:
+            _, ms, bc, ac = merged.setdefault((gate, label), (a_workers, [], Counter(), Counter()))
+            ms += b_ms
+            bc.update(b_codes)
+            ac.update(a_codes)
+        for (gate, label), (a_workers, b_ms, b_codes, a_codes) in merged.items():
+            alone_p95 = pct(merged[(gate, "B alone")][1], 95)
             print(
-                f"| {label} | {a_workers} | {len(b_ms)} | {statistics.median(b_ms):.1f} | {pct(b_ms, 95):.1f} "
-                f"| {pct(b_ms, 95) / alone_p95:.2f} | {b_codes[429]} | {a_codes[200]} | {a_codes[429]} |"
+                f"| {gate} | {label} | {a_workers} | {len(b_ms)} | {statistics.median(b_ms):.1f} "
+                f"| {pct(b_ms, 95):.1f} | {pct(b_ms, 95) / alone_p95:.2f} | {b_codes[429]} | {b_codes[503]} "
+                f"| {a_codes[200]} | {a_codes[429]} | {a_codes[503]} |"
             )
 
 
@@ -194,6 +255,14 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=4, help="fairness: the plan's concurrent_requests")
     parser.add_argument("--seconds", type=float, default=20, help="fairness: length of each phase")
     parser.add_argument("--b-workers", type=int, default=1, help="fairness: B's searchers")
+    parser.add_argument(
+        "--slots",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=[0, -1],
+        help="fairness: the fair share's places, comma-separated, one run each; 0: no fair share, -1: the "
+        "default (the cores and one)",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="fairness: rounds over the --slots values")
     parser.add_argument("--rounds", type=int, default=30, help="overhead: rounds of 10 searches per tenant")
     args = parser.parse_args()
     asyncio.run(fairness(args) if args.mode == "fairness" else overhead(args))

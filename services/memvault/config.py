@@ -266,6 +266,17 @@ class Settings(BaseSettings):
         description="How long a running request holds one of its tenant's concurrent-request slots in Redis at "
         "most: a replica that dies mid-request frees its slots after this.",
     )
+    fair_share_slots: int = Field(
+        default=0,
+        ge=0,
+        description="Operations each process runs at once; more wait in their tenant's line, and a freed place goes "
+        "to the waiting tenant running the fewest. 0: the cores and one.",
+    )
+    fair_share_wait_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="The longest an operation waits for its place; longer gets 503 `overloaded` with Retry-After.",
+    )
 
     signup_limit: str = Field(
         default="5/minute;20/hour;50/day", description="Sign-ups (`POST /v1/signup`, the /signup page) per address."

@@ -88,6 +88,15 @@ class NotReady(Unavailable):
     title = "Not ready"
 
 
+class Overloaded(Unavailable):
+    """The server process has more work than it takes at once (gateway/admission.py) or an
+    operation waited too long for its turn (plans/fairshare.py): retry shortly, here or elsewhere."""
+
+    code = "overloaded"
+    title = "Overloaded"
+    retry_after_s = 1
+
+
 class DatabaseUnavailable(Unavailable):
     """PostgreSQL cannot be reached (down, restarting, refusing connections). The request's
     transaction did not commit, unless the connection broke during the commit itself; a retry with

@@ -27,6 +27,7 @@ from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.operations import Gate
 from memvault.plans.book import PlanBook
+from memvault.plans.fairshare import FairShare, default_slots
 from memvault.plans.gate import LimitGate
 from memvault.principal import Principal, Scope
 from memvault.retrieval.chain import ReaderChains
@@ -93,10 +94,20 @@ class FacadeBase:
         self._accesses = AccessLog(db, interval_s=settings.access_write_interval_s)
         # Each tenant's plan and limits, kept a few seconds (plans/book.py).
         self._plans = PlanBook(db)
-        # What every @operation passes through (operations.py), in order: limits, then metering.
+        # What every @operation passes through (operations.py), in order: limits, fair shares, metering.
         self._gates: list[Gate] = []
         self._limit_gate = LimitGate(settings, self._plans, redis)
         self._gates.append(self._limit_gate)
+        # Tenants take turns at the process's work (plans/fairshare.py); after the limits, so a
+        # request refused there never waits for a turn, and before metering, which bills only
+        # what ran.
+        # One tenant's line holds half of what the process admits: another tenant's requests
+        # still get in (gateway/admission.py) however many the first one sends.
+        slots = settings.fair_share_slots or default_slots()
+        self._fair_share = FairShare(
+            slots, wait_s=settings.fair_share_wait_s, line=max(slots, settings.max_in_flight // 2)
+        )
+        self._gates.append(self._fair_share)
         # Every operation counted per tenant, key, namespace, door and operation (metering/meter.py).
         self._usage = UsageMeter(db, self._plans)
         self._gates.append(self._usage)

@@ -10,19 +10,13 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memvault.errors import Unavailable
+from memvault.errors import Overloaded
 from memvault.gateway.middleware import send_problem
 from memvault.observability import metrics
 from memvault.observability.access import door
 
 # Never refused, never counted: probes and the scrape must answer while the process is saturated.
 EXEMPT = frozenset({"/healthz", "/readyz", "/metrics"})
-
-
-class Overloaded(Unavailable):
-    code = "overloaded"
-    title = "Overloaded"
-    retry_after_s = 1
 
 
 class Admission:

@@ -5,8 +5,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from memvault.api import Health
-from memvault.errors import NotReady, Unavailable
-from memvault.gateway.admission import Overloaded
+from memvault.errors import NotReady, Overloaded, Unavailable
 from memvault.gateway.deps import Api, current_principal, optional_auth
 
 router = APIRouter(tags=["status"])
