@@ -270,7 +270,8 @@ class Settings(BaseSettings):
         default=0,
         ge=0,
         description="Operations each process runs at once; more wait in their tenant's line, and a freed place goes "
-        "to the waiting tenant running the fewest. 0: the cores and one.",
+        "to the waiting tenant running the fewest. 0: off (every operation runs at once); the cores and one "
+        "is a start.",
     )
     fair_share_wait_s: float = Field(
         default=10.0,

@@ -27,7 +27,7 @@ from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.operations import Gate
 from memvault.plans.book import PlanBook
-from memvault.plans.fairshare import FairShare, default_slots
+from memvault.plans.fairshare import FairShare
 from memvault.plans.gate import LimitGate
 from memvault.principal import Principal, Scope
 from memvault.retrieval.chain import ReaderChains
@@ -103,7 +103,9 @@ class FacadeBase:
         # what ran.
         # One tenant's line holds half of what the process admits: another tenant's requests
         # still get in (gateway/admission.py) however many the first one sends.
-        slots = settings.fair_share_slots or default_slots()
+        # Off unless the operator sets places (0): on this 2-core machine it did not lower another
+        # tenant's latency measurably and it caps one tenant's concurrency (docs/benchmarks.md).
+        slots = settings.fair_share_slots
         self._fair_share = FairShare(
             slots, wait_s=settings.fair_share_wait_s, line=max(slots, settings.max_in_flight // 2)
         )

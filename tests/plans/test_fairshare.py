@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import httpx
@@ -226,3 +226,12 @@ async def test_over_rest_b_is_served_before_as_queue_and_a_too_long_wait_is_503(
     assert recorder.order == [b.id, a.id, a.id]
     await holder.end("a2")
     await holder.end("c1")
+
+
+async def test_with_no_places_set_nothing_waits() -> None:
+    """The default (MEMVAULT_FAIR_SHARE_SLOTS=0): the gate lets every operation run at once."""
+    gate = FairShare(0, wait_s=0.1)
+    tenant = door_principal(uuid.uuid4())
+    async with AsyncExitStack() as stack:
+        for _ in range(50):
+            await stack.enter_async_context(gate.admit(tenant, SEARCH))
