@@ -18,7 +18,7 @@ locks while it waits for its next part. Slots default to the cores and one: the 
 (one operation's Python beside another's PostgreSQL), plus the place kept for another tenant, so
 a newcomer shares the cores with as few operations as keep them busy. On 2 cores, twice the cores
 (4) measured hardly better for the other tenant than no fair share at all
-(loadtests/bench_tenant_fairness.py fairness; figures in docs/_incoming/fair.md).
+(loadtests/bench_tenant_fairness.py fairness; figures in docs/benchmarks.md).
 
 A wait is bounded: past ``wait_s`` the operation is refused with ``503 overloaded`` and
 ``Retry-After``, as the process-wide admission does (gateway/admission.py), and never hangs; and

@@ -4,7 +4,7 @@ count, a concurrency slot and the windows the RateLimit headers report, in one L
 Why a script of our own: the `limits` library counts one limit per call (``hit``, then
 ``get_window_stats`` to read it back), and has no call that counts several limits at once,
 atomically, or pipelines them; with the slot beside them that was up to four sequential round
-trips per request (docs/_incoming/limits.md measured +2.7 ms p50 on a cached search). So the
+trips per request (docs/benchmarks-journal.md, issue 23: +2.7 ms p50 on a cached search). So the
 script embeds the library's *own* Lua text (its RedisStorage's ``acquire_sliding_window`` and
 ``sliding_window`` scripts, read from the installed package, each wrapped as a local function)
 and calls it on the very keys the library's ``SlidingWindowCounterRateLimiter`` uses under
