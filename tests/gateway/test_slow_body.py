@@ -85,15 +85,18 @@ class TestSlowBody:
         path = f"/v1/namespaces/{tenant_a.namespace}/memories"
         slow = [await open_upload(base, path, tenant_a.key, length=900_000) for _ in range(8)]
         trickles = [asyncio.create_task(trickle(w, b'{"content": "' + b"a" * 100, every_s=0.05)) for _, w in slow]
+        # Each 408 is read as it comes: the trickle goes on writing after the server has answered and
+        # closed, and a byte landing on a closed socket draws a reset that discards an answer not yet read.
+        reading = [asyncio.create_task(r.read()) for r, _ in slow]
         try:
             async with httpx.AsyncClient(base_url=base, headers=tenant_a.headers, timeout=5) as client:
                 started = time.perf_counter()
                 stored = await client.post(path, json={"content": "Ana prefers window seats"})
                 listed = await client.get(path)
                 served_in = time.perf_counter() - started
-            answers = await asyncio.wait_for(asyncio.gather(*(r.read() for r, _ in slow)), timeout=TIMEOUT_S + 5)
+            answers = await asyncio.wait_for(asyncio.gather(*reading), timeout=TIMEOUT_S + 5)
         finally:
-            for t in trickles:
+            for t in [*trickles, *reading]:
                 t.cancel()
             for _, w in slow:
                 w.close()
