@@ -98,13 +98,11 @@ class FacadeBase:
         self._gates: list[Gate] = []
         self._limit_gate = LimitGate(settings, self._plans, redis)
         self._gates.append(self._limit_gate)
-        # Tenants take turns at the process's work (plans/fairshare.py); after the limits, so a
-        # request refused there never waits for a turn, and before metering, which bills only
-        # what ran.
-        # One tenant's line holds half of what the process admits: another tenant's requests
-        # still get in (gateway/admission.py) however many the first one sends.
-        # Off unless the operator sets places (0): on this 2-core machine it did not lower another
-        # tenant's latency measurably and it caps one tenant's concurrency (docs/benchmarks.md).
+        # Tenants take turns at the process's work (plans/fairshare.py), off unless the operator sets
+        # places: on 2 cores it did not lower another tenant's latency measurably and it caps one
+        # tenant's concurrency (docs/benchmarks.md). After the limits, so a request refused there
+        # never waits for a turn; before metering, which bills only what ran. One tenant's line
+        # holds half of what the process admits, so another tenant's requests still get in.
         slots = settings.fair_share_slots
         self._fair_share = FairShare(
             slots, wait_s=settings.fair_share_wait_s, line=max(slots, settings.max_in_flight // 2)
