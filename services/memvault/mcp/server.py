@@ -3,6 +3,9 @@ resources, prompts and the instructions a client receives at initialisation."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -50,15 +53,31 @@ class Status(BaseModel):
     memories: int
 
 
+@contextmanager
+def _logging_untouched() -> Iterator[None]:
+    """The MCP SDK configures logging as if it were the program (a rich handler on the root logger
+    at INFO) when nothing has yet: in an app built by tests, benchmarks or an ASGI host other than
+    `memvault serve`, every access log line was then rendered by rich, several milliseconds of CPU
+    a request. How logs go out is memvault's choice (observability/logs.py) or its host's."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
 def build_server(rt: Runtime, profile: Profile = "extended") -> MCPServer:
-    server = MCPServer(
-        name="memvault",
-        title="memvault",
-        description="Long-term memory for AI agents: store, recall, search and forget.",
-        instructions=INSTRUCTIONS,
-        version=__version__,
-        website_url="https://memvault.dev",
-    )
+    with _logging_untouched():
+        server = MCPServer(
+            name="memvault",
+            title="memvault",
+            description="Long-term memory for AI agents: store, recall, search and forget.",
+            instructions=INSTRUCTIONS,
+            version=__version__,
+            website_url="https://memvault.dev",
+        )
     extended = profile == "extended"
     for module in TOOL_MODULES:
         module.register(server, rt, extended=extended)
