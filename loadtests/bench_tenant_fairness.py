@@ -100,6 +100,10 @@ def use_fair_share(api: Any, slots: int) -> str:
     return "no fair share"
 
 
+async def _idle() -> tuple[list[float], dict[int, int]]:
+    return [], {}
+
+
 class _NoGate:
     _bench_slot = True
 
@@ -126,7 +130,25 @@ async def fairness(args: argparse.Namespace) -> None:
         key_b, path_b = await seed(api, "fair-b", "bench-capped", args.memories)
         transport = httpx.ASGITransport(app=stack.app)
         slots = [default_slots() if s < 0 else s for s in args.slots]
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60) as client:
+        async with contextlib.AsyncExitStack() as serving:
+            client = await serving.enter_async_context(
+                httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60)
+            )
+            phase = None
+            if args.client_process:
+                # A and B each in a process of their own, over loopback HTTP: the server's loop
+                # serves, nothing else runs on it.
+                base = await serving.enter_async_context(served_here(stack.app))
+                ask_a = await serving.enter_async_context(client_process(base, key_a, path_a))
+                ask_b = await serving.enter_async_context(client_process(base, key_b, path_b))
+
+                async def phase(a_workers: int, polite: bool) -> tuple[list[float], Counter[int], Counter[int]]:
+                    (b_ms, b_codes), (_, a_codes) = await asyncio.gather(
+                        ask_b((args.seconds, args.b_workers, False)),
+                        ask_a((args.seconds, a_workers, polite)) if a_workers else _idle(),
+                    )
+                    return b_ms, Counter(b_codes), Counter(a_codes)
+
             warm: Counter[int] = Counter()
             await searches(client, key_b, path_b, time.perf_counter() + 2, None, warm)
             await searches(client, key_a, path_a, time.perf_counter() + 2, None, warm)
@@ -144,6 +166,10 @@ async def fairness(args: argparse.Namespace) -> None:
                         b_ms: list[float] = []
                         b_codes: Counter[int] = Counter()
                         a_codes: Counter[int] = Counter()
+                        if phase is not None:
+                            b_ms, b_codes, a_codes = await phase(a_workers, polite)
+                            rows.append((gate, label, a_workers, b_ms, b_codes, a_codes))
+                            continue
                         until = time.perf_counter() + args.seconds
                         await asyncio.gather(
                             *(searches(client, key_b, path_b, until, b_ms, b_codes) for _ in range(args.b_workers)),
@@ -198,34 +224,83 @@ async def served_here(app: Any) -> AsyncIterator[str]:
         await task
 
 
+def _search_once(http_conn: Any, path: str, body: str, headers: dict[str, str]) -> tuple[int, str | None]:
+    http_conn.request("POST", path, body=body, headers=headers)
+    r = http_conn.getresponse()
+    r.read()
+    return r.status, r.getheader("retry-after")
+
+
+def _searcher(
+    connect: Any,
+    path: str,
+    bodies: list[str],
+    headers: dict[str, str],
+    until: float,
+    polite: bool,
+    latencies: list[float],
+    codes: Counter[int],
+) -> None:
+    """One closed-loop searcher thread of a client process (``polite``: waits each Retry-After)."""
+    http_conn, n = connect(), 0
+    while time.perf_counter() < until:
+        started = time.perf_counter()
+        status, retry = _search_once(http_conn, path, bodies[n % len(bodies)], headers)
+        if status == 200:
+            latencies.append((time.perf_counter() - started) * 1000)
+        codes[status] += 1
+        n += 1
+        if polite and status in (429, 503):
+            time.sleep(min(float(retry or 1), max(0.0, until - time.perf_counter())))
+
+
 def _client_loop(base: str, key: str, path: str, conn: Any) -> None:
-    """A client process: for each count received, that many searches one after another on one
-    keep-alive connection (http.client: little client CPU beside the server), their ms sent back."""
+    """A client process (http.client: little client CPU beside the server). Commands: ``n`` (an
+    int): that many searches one after another on one keep-alive connection, their ms sent back;
+    ``(seconds, workers, polite)``: that many closed-loop searchers (threads, a connection each)
+    for that long, sending back the ms of the answered ones and the count of each status."""
     import http.client
     import json
+    import threading
     from urllib.parse import urlsplit
 
     url = urlsplit(base)
-    http_conn = http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=60)
-    body = json.dumps({"query": QUERIES[0], "limit": 5})
+
+    def connect() -> http.client.HTTPConnection:
+        return http.client.HTTPConnection(url.hostname or "127.0.0.1", url.port, timeout=60)
+
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-    while (n := conn.recv()) > 0:
-        ms = []
-        for _ in range(n):
-            started = time.perf_counter()
-            http_conn.request("POST", path, body=body, headers=headers)
-            r = http_conn.getresponse()
-            r.read()
-            assert r.status == 200, r.status
-            ms.append((time.perf_counter() - started) * 1000)
-        conn.send(ms)
+    bodies = [json.dumps({"query": q, "limit": 5}) for q in QUERIES]
+    one = connect()
+    while (command := conn.recv()) != 0:
+        if isinstance(command, int):
+            ms = []
+            for _ in range(command):
+                started = time.perf_counter()
+                status, _ = _search_once(one, path, bodies[0], headers)
+                assert status == 200, status
+                ms.append((time.perf_counter() - started) * 1000)
+            conn.send(ms)
+            continue
+        seconds, workers, polite = command
+        until = time.perf_counter() + seconds
+        latencies: list[float] = []
+        codes: Counter[int] = Counter()
+
+        args = (connect, path, bodies, headers, until, polite, latencies, codes)
+        threads = [threading.Thread(target=_searcher, args=args) for _ in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        conn.send((latencies, dict(codes)))
 
 
 @asynccontextmanager
 async def client_process(base: str, key: str, path: str) -> AsyncIterator[Any]:
     """Searches sent from another process, as a real client's are: the server's loop runs only the
     server (what it does after an answer costs the client nothing unless it is still busy when the
-    next request comes). Yields ``searches(n) -> ms``."""
+    next request comes). Yields ``ask(command)``, _client_loop's commands."""
     import multiprocessing
 
     ours, theirs = multiprocessing.Pipe()
@@ -233,13 +308,12 @@ async def client_process(base: str, key: str, path: str) -> AsyncIterator[Any]:
     proc.start()
     loop = asyncio.get_running_loop()
 
-    async def searches(n: int) -> list[float]:
-        ours.send(n)
-        got: list[float] = await loop.run_in_executor(None, ours.recv)
-        return got
+    async def ask(command: Any) -> Any:
+        ours.send(command)
+        return await loop.run_in_executor(None, ours.recv)
 
     try:
-        yield searches
+        yield ask
     finally:
         ours.send(0)
         await loop.run_in_executor(None, proc.join, 10)
@@ -301,7 +375,7 @@ async def overhead(args: argparse.Namespace) -> None:
 
             searches_of = in_loop
             if args.client_process:
-                searches_of = await serving.enter_async_context(client_process(base, key, path))
+                searches_of = await serving.enter_async_context(client_process(base, key, path))  # ask(n): ms
             await searches_of(20)  # warm: connections, the cached query embedding
             p, op = await api.authenticate(key), Operation("search", "search")
             # One tenant, one key, one query: rounds alternate its plan, so nothing else differs.
@@ -338,9 +412,12 @@ async def overhead(args: argparse.Namespace) -> None:
                 f"| {label} | {statistics.median(values):.2f} | {pct(values, 95):.2f} "
                 f"| {statistics.median(gate_us[label]):.0f} | {statistics.median(cpu_us[label]):.0f} |"
             )
-        bare, base, lim = (statistics.median(v) for v in timings.values())
-        print(f"\nadded p50 (search) by the limit path: {lim - base:+.2f} ms")
-        print(f"added p50 (search) by limits + metering: {lim - bare:+.2f} ms (metering alone {base - bare:+.2f} ms)")
+        none_ms, meter_ms, limit_ms = (statistics.median(v) for v in timings.values())
+        print(f"\nadded p50 (search) by the limit path: {limit_ms - meter_ms:+.2f} ms")
+        print(
+            f"added p50 (search) by limits + metering: {limit_ms - none_ms:+.2f} ms "
+            f"(metering alone {meter_ms - none_ms:+.2f} ms)"
+        )
         bare_cpu, base_cpu, lim_cpu = (statistics.median(v) for v in cpu_us.values())
         print(
             f"added CPU per search by limits + metering: {lim_cpu - bare_cpu:+.0f} µs "
@@ -367,7 +444,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30, help="overhead: rounds of 10 searches per tenant")
     parser.add_argument("--http", action="store_true", help="overhead: over loopback HTTP to uvicorn, not ASGI")
     parser.add_argument(
-        "--client-process", action="store_true", help="overhead: over loopback HTTP from a client in its own process"
+        "--client-process",
+        action="store_true",
+        help="over loopback HTTP from clients in processes of their own (fairness: one for A, one for B)",
     )
     args = parser.parse_args()
     asyncio.run(fairness(args) if args.mode == "fairness" else overhead(args))
