@@ -161,7 +161,7 @@ class TestFlow:
             health = await s.read_resource("memory://health")
             assert json.loads(health.contents[0].text)["database"] is True  # type: ignore[union-attr]
             stats = json.loads((await s.read_resource("memory://stats")).contents[0].text)  # type: ignore[union-attr]
-            assert stats == {"namespaces": {"default": 1}}
+            assert stats["namespaces"]["default"]["memories"]["by_type"] == {"note": 1}
             one = await s.read_resource(f"memory://memories/{stored['id']}")
             assert json.loads(one.contents[0].text)["content"] == "Standup is at 9:30"  # type: ignore[union-attr]
             block = await s.read_resource("memory://context/s-7")
