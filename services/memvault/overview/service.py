@@ -104,12 +104,9 @@ class OverviewOps(FacadeBase):
         p.require("read")
         async with self._db.tenant_tx(p.tenant_id) as tx:
             found, name = await repo.namespace_of_memory(tx.session, p.tenant_id, memory_id)
-        if found and name is not None:
-            where = name
-        else:
-            # A tenant-scope memory (no namespace) or a system one (another tenant's rows, readable by
-            # all) is read through the default namespace's scope chain, as get_memory does.
-            where = default_namespace
+        # A tenant-scope memory (no namespace) or a system one (another tenant's rows, readable by
+        # all) is read through the default namespace's scope chain, as get_memory does.
+        where = name if found and name is not None else default_namespace
         if not p.can_access(where):
             raise MemoryNotFound(f"No memory {memory_id} in the namespaces this credential reaches.")
         return await self._api.get_memory(p, where, memory_id)
