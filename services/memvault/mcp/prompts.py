@@ -79,8 +79,9 @@ def register(server: MCPServer) -> None:
         description="The rule block to keep in CLAUDE.md, AGENTS.md or .cursor/rules, and how to install it.",
     )
     def memory_setup(target: str = "") -> str:
+        named = next((name for key, name in setup.TARGETS.items() if key == target), None)
         files = ", ".join(f"`{name}`" for name in setup.TARGETS.values())
-        where = f"`{setup.TARGETS[target]}`" if target in setup.TARGETS else f"the project's rule file ({files})"  # type: ignore[index]
+        where = f"`{named}`" if named else f"the project's rule file ({files})"
         return (
             f"Keep the block below in {where}, verbatim. If the file already has a block between "
             f"`{setup.BEGIN}` and `{setup.END}`, replace that block; never add a second one. If the file "

@@ -8,12 +8,14 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Table, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.entities.models import Entity, Relation
 from memvault.memories.models import Memory
 from memvault.namespaces.models import Namespace
+
+_MEMORIES: Table = Memory.__table__  # type: ignore[assignment]
 
 
 async def memory_counts(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> dict[str, Any]:
@@ -35,7 +37,7 @@ async def memory_counts(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uui
             select(
                 func.count(),
                 func.count(Memory.embedding),
-                func.coalesce(func.sum(func.pg_column_size(Memory.__table__.table_valued())), 0),
+                func.coalesce(func.sum(func.pg_column_size(_MEMORIES.table_valued())), 0),
             ).where(*mine)
         )
     ).one()
