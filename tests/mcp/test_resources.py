@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from memvault.api import NamespaceAPI
 from memvault.keys.schemas import KeyIn
@@ -94,3 +95,14 @@ class TestOverview:
             assert graph["namespaces"]["default"]["entities"]["total"] == 0
             assert (await read(s, "memory://entities"))["entities"] == []
             assert (await read(s, "memory://preferences"))["preferences"] == []
+
+    async def test_a_bad_id_and_a_missing_memory_are_errors_with_our_code(
+        self, base_url: str, tenant_a: Tenant
+    ) -> None:
+        async with mcp_session(base_url, tenant_a.key) as s:
+            with pytest.raises(MCPError, match="validation_error: not a memory id") as bad:
+                await s.read_resource("memory://memories/not-an-id")
+            assert bad.value.code == INVALID_PARAMS
+            with pytest.raises(MCPError, match="memory_not_found") as missing:
+                await s.read_resource("memory://memories/00000000-0000-4000-8000-000000000000")
+            assert missing.value.code == INVALID_PARAMS

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
 
 from memvault.mcp.runtime import Runtime, current_principal
 from memvault.principal import Principal
@@ -19,15 +21,19 @@ T = TypeVar("T")
 
 
 async def _read(rt: Runtime, fn: Callable[[], Awaitable[T]]) -> T:
-    """One facade call, its failure as a resource error with the tools' `code: detail` text; a
-    missing memory (also one of another tenant) is the protocol's not-found answer."""
+    """One facade call, its failure as the protocol's error with the tools' `code: detail` text:
+    a missing memory (also one of another tenant) is not-found, any other refusal invalid params,
+    only our own failure an internal error."""
     try:
         return await rt.call(fn)
     except ToolError as exc:
         text = str(exc)
-        if text.split(":", 1)[0].endswith("_not_found"):
+        code = text.split(":", 1)[0]
+        if code == "internal_error":
+            raise ResourceError(text) from exc
+        if code.endswith("_not_found"):
             raise ResourceNotFoundError(text) from exc
-        raise ResourceError(text) from exc
+        raise MCPError(code=INVALID_PARAMS, message=text) from exc
 
 
 def register(server: MCPServer, rt: Runtime) -> None:
