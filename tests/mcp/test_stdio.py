@@ -67,6 +67,7 @@ class TestStdio:
             assert status["tenant_id"] == str(tenant_b.id)
             # The remote cannot see this machine's project; the bridge, launched in it, fills that in.
             assert set(status["rules"]) == {"CLAUDE.md", "AGENTS.md", ".cursor/rules/memvault.mdc"}
+            assert set((await call(s, "memory_setup"))["installed"]) == set(status["rules"])
             stored = await call(s, "memory_store", content="Bridged memories land in the remote tenant")
             assert stored["namespace"] == "default"
             error = await fails(s, "memory_get", memory_id="00000000-0000-4000-8000-000000000000")

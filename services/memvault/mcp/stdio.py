@@ -33,6 +33,10 @@ from memvault.mcp.server import Profile
 log = logging.getLogger(__name__)
 
 
+# Tools whose answer has a field about the client's project (mcp/setup.py), which only this side sees.
+LOCAL_RULES = {"memory_status": "rules", "memory_setup": "installed"}
+
+
 class BridgeError(RuntimeError):
     pass
 
@@ -118,9 +122,8 @@ async def serve_bridge(url: str, api_key: str) -> None:
 
         async def call_tool(ctx: Any, params: Any) -> Any:
             result = await remote.call_tool(params.name, params.arguments or {})
-            if params.name == "memory_status":
-                return _with_local_rules(result)
-            return result
+            field = LOCAL_RULES.get(params.name)
+            return _with_local_rules(result, field) if field else result
 
         async def list_resources(ctx: Any, params: Any) -> Any:
             return await remote.list_resources(params=params)
@@ -153,13 +156,13 @@ async def serve_bridge(url: str, api_key: str) -> None:
             await server.run(stdin, stdout, server.create_initialization_options())
 
 
-def _with_local_rules(result: CallToolResult) -> CallToolResult:
+def _with_local_rules(result: CallToolResult, field: str) -> CallToolResult:
     """The remote cannot see this machine's project; the bridge, launched in it, adds its rule files."""
     if result.is_error or result.structured_content is None:
         return result
-    status = {**result.structured_content, "rules": dict(setup.state(Path.cwd()))}
-    text = TextContent(type="text", text=json.dumps(status, indent=2))
-    return result.model_copy(update={"structured_content": status, "content": [text]})
+    out = {**result.structured_content, field: dict(setup.state(Path.cwd()))}
+    text = TextContent(type="text", text=json.dumps(out, indent=2))
+    return result.model_copy(update={"structured_content": out, "content": [text]})
 
 
 def main(settings: Settings, url: str | None, profile: Profile) -> int:
