@@ -74,6 +74,12 @@ class TestOverview:
             assert one["content"] == "Sprint ends Friday" and one["namespace"] == "work"
             stats = await read(s, "memory://stats")
             assert set(stats["namespaces"]) == {"default", "work"}
+        # A tenant-wide memory belongs to no namespace; it is found too, and listed once.
+        async with mcp_session(base_url, tenant_a.key) as s:
+            shared = await call(s, "memory_store", content="Prefers metric units", type="preference", scope="tenant")
+            assert (await read(s, f"memory://memories/{shared['id']}"))["scope"] == "tenant"
+            prefs = (await read(s, "memory://preferences"))["preferences"]
+            assert [m["id"] for m in prefs] == [shared["id"]]
         # A key limited to `default` does not find it, and is told no more than "not found".
         limited = await api.create_key(tenant_a.principal, KeyIn(name="limited", namespaces=["default"]))
         async with mcp_session(base_url, limited.key) as s:
