@@ -31,6 +31,7 @@ from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
 from memvault.operations import operation
 from memvault.operator import OperatorOps
+from memvault.overview.service import OverviewOps
 from memvault.plans.limits import month_bounds
 from memvault.plans.service import LimitOps
 from memvault.portability.service import PortabilityOps
@@ -71,6 +72,7 @@ class NamespaceAPI(
     AccountOps,
     OperatorOps,
     LimitOps,
+    OverviewOps,
     FacadeBase,
 ):
     # ---- status ---------------------------------------------------------------------------

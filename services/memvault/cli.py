@@ -1,4 +1,4 @@
-"""The `memvault` command: serve, worker, scheduler, migrate, mcp, admin."""
+"""The `memvault` command: serve, worker, scheduler, migrate, mcp, export, admin."""
 
 from __future__ import annotations
 
@@ -400,8 +400,39 @@ def _read_password(env_name: str | None) -> str:
 def cmd_mcp(args: argparse.Namespace) -> int:
     from memvault.mcp.stdio import main as stdio_main
 
+    if args.mcp_cmd == "setup":
+        return _mcp_setup(args.dir or Path.cwd(), args.target)
+
     settings = _settings(args)
     return stdio_main(settings, args.url, args.profile or settings.mcp_profile)
+
+
+def _mcp_setup(directory: Path, target: Any) -> int:
+    from memvault.mcp import setup
+
+    directory = directory.resolve()
+    try:
+        for chosen in setup.chosen(directory, target):
+            print(setup.describe(setup.install(directory, chosen), directory))
+    except setup.SetupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from memvault.portability.markdown import Mirror
+
+    async def fn(api: Any, db: Any) -> Any:
+        p = await _tenant_principal(db, args.tenant or _settings(args).bootstrap_tenant)
+        names = [args.namespace] if args.namespace else [n.name for n in await api.list_namespaces(p)]
+        mirror = Mirror(args.markdown.resolve())
+        for name in names:
+            async for record in await api.export_current_memories(p, name):
+                mirror.put(record)
+        return {"dir": str(mirror.root), **mirror.finish(names, every_namespace=not args.namespace)}
+
+    return _run_admin(args, fn)
 
 
 def _positive(value: str) -> int:
@@ -451,6 +482,23 @@ def build_parser() -> argparse.ArgumentParser:
     mcp.add_argument("--profile", choices=["core", "extended"], help="tools to offer (default extended)")
     db_opts(mcp)
     mcp.set_defaults(func=cmd_mcp)
+    msub = mcp.add_subparsers(dest="mcp_cmd", metavar="{setup}")
+    ms = msub.add_parser("setup", help="write the memory rules into a project's CLAUDE.md, AGENTS.md or .cursor/rules")
+    ms.add_argument("--dir", type=Path, help="the project (default: the current directory)")
+    ms.add_argument(
+        "--target",
+        choices=["claude", "agents", "cursor", "all"],
+        help="which rule file (default: those the project has, else AGENTS.md)",
+    )
+
+    export = sub.add_parser("export", help="mirror a tenant's memories into a folder, one Markdown file each")
+    export.add_argument(
+        "--markdown", type=Path, required=True, metavar="DIR", help="the folder (e.g. a git repository)"
+    )
+    export.add_argument("--tenant", help="the tenant (default: the bootstrap tenant)")
+    export.add_argument("--namespace", help="only this namespace (default: all)")
+    db_opts(export)
+    export.set_defaults(func=cmd_export)
 
     admin = sub.add_parser("admin", help="tenants, plans, API keys and namespaces")
     asub = admin.add_subparsers(dest="admin_cmd", required=True)

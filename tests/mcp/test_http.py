@@ -33,6 +33,7 @@ EXTENDED = CORE | {
     "trace_complete",
     "memory_status",
     "memory_account",
+    "memory_setup",
 }
 
 
@@ -56,11 +57,17 @@ class TestDiscovery:
             assert store.output_schema is not None and "content" in store.output_schema["properties"]
             assert "content" in store.input_schema["required"]
             resources = {str(r.uri) for r in (await session.list_resources()).resources}
-            assert {"memory://health", "memory://stats"} <= resources
+            assert {
+                "memory://health",
+                "memory://stats",
+                "memory://graph/stats",
+                "memory://entities",
+                "memory://preferences",
+            } <= resources
             templates = {t.uri_template for t in (await session.list_resource_templates()).resource_templates}
             assert {"memory://memories/{memory_id}", "memory://context/{session_id}"} <= templates
             prompts = {p.name for p in (await session.list_prompts()).prompts}
-            assert prompts == {"memory-conversation", "memory-review"}
+            assert prompts == {"memory-conversation", "memory-review", "memory-reasoning", "memory-setup"}
 
     async def test_mcp_with_and_without_slash_no_redirect(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key, "/mcp/") as session:
@@ -161,7 +168,7 @@ class TestFlow:
             health = await s.read_resource("memory://health")
             assert json.loads(health.contents[0].text)["database"] is True  # type: ignore[union-attr]
             stats = json.loads((await s.read_resource("memory://stats")).contents[0].text)  # type: ignore[union-attr]
-            assert stats == {"namespaces": {"default": 1}}
+            assert stats["namespaces"]["default"]["memories"]["by_type"] == {"fact": 1}
             one = await s.read_resource(f"memory://memories/{stored['id']}")
             assert json.loads(one.contents[0].text)["content"] == "Standup is at 9:30"  # type: ignore[union-attr]
             block = await s.read_resource("memory://context/s-7")

@@ -65,12 +65,20 @@ class TestStdio:
             assert "memory_status" in {t.name for t in (await s.list_tools()).tools}
             status = await call(s, "memory_status")
             assert status["tenant_id"] == str(tenant_b.id)
+            # The remote cannot see this machine's project; the bridge, launched in it, fills that in.
+            assert set(status["rules"]) == {"CLAUDE.md", "AGENTS.md", ".cursor/rules/memvault.mdc"}
+            assert set((await call(s, "memory_setup"))["installed"]) == set(status["rules"])
             stored = await call(s, "memory_store", content="Bridged memories land in the remote tenant")
             assert stored["namespace"] == "default"
             error = await fails(s, "memory_get", memory_id="00000000-0000-4000-8000-000000000000")
             assert "memory_not_found" in error
             prompts = await s.list_prompts()
-            assert {p.name for p in prompts.prompts} == {"memory-conversation", "memory-review"}
+            assert {p.name for p in prompts.prompts} == {
+                "memory-conversation",
+                "memory-review",
+                "memory-reasoning",
+                "memory-setup",
+            }
 
     def test_bridge_needs_a_key(self) -> None:
         env = {k: v for k, v in os.environ.items() if k != "MEMVAULT_API_KEY"}

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from mcp.server.mcpserver import Context
@@ -63,6 +64,9 @@ class Runtime:
     api: Callable[[], Any]
     fixed_principal: Principal | None = None
     default_namespace: str = "default"
+    # The project the client runs in, known only when it launched this process (stdio): where
+    # memory_status looks for the rule files of `memvault mcp setup`. None over HTTP.
+    project_dir: Path | None = None
 
     def principal(self, ctx: Context) -> Principal:
         if self.fixed_principal is not None:

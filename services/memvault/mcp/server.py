@@ -9,12 +9,12 @@ from contextlib import contextmanager
 from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from memvault import __version__
 from memvault.entities import tools as entity_tools
 from memvault.events import tools as event_tools
-from memvault.mcp import prompts, resources
+from memvault.mcp import prompts, resources, setup, setup_tools
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.tool import ToolCall, Tools
 from memvault.memories import tools as memory_tools
@@ -24,7 +24,7 @@ from memvault.traces import tools as trace_tools
 Profile = Literal["core", "extended"]
 
 # Each capability's tools.py has register(server, rt, *, extended); a new capability adds its module here.
-TOOL_MODULES = (memory_tools, event_tools, entity_tools, trace_tools)
+TOOL_MODULES = (memory_tools, event_tools, entity_tools, trace_tools, setup_tools)
 
 INSTRUCTIONS = """\
 memvault is your long-term memory across conversations. Use it like this:
@@ -51,6 +51,11 @@ class Status(BaseModel):
     scopes: list[str]
     namespaces: list[str]
     memories: int
+    rules: dict[str, str] | None = Field(
+        default=None,
+        description="Per rule file of the project (`memvault mcp setup`): installed, outdated, missing or "
+        "opted_out; null when the server cannot see the project (over HTTP).",
+    )
 
 
 @contextmanager
@@ -96,6 +101,7 @@ def build_server(rt: Runtime, profile: Profile = "extended") -> MCPServer:
             scopes=summary["scopes"],
             namespaces=summary["namespaces"],
             memories=summary["memories"],
+            rules=dict(setup.state(rt.project_dir)) if rt.project_dir is not None else None,
         )
 
     if extended:

@@ -10,10 +10,12 @@ tenant's administrator (the machine's owner). Only protocol goes to stdout; logs
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from mcp.client.session import ClientSession
@@ -21,12 +23,18 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.types import CallToolResult, TextContent
 
 from memvault import __version__
 from memvault.config import Settings
+from memvault.mcp import setup
 from memvault.mcp.server import Profile
 
 log = logging.getLogger(__name__)
+
+
+# Tools whose answer has a field about the client's project (mcp/setup.py), which only this side sees.
+LOCAL_RULES = {"memory_status": "rules", "memory_setup": "installed"}
 
 
 class BridgeError(RuntimeError):
@@ -86,7 +94,9 @@ async def serve_local(settings: Settings, profile: Profile) -> None:
                 if tenant is None:
                     raise BridgeError(f"no tenant '{settings.bootstrap_tenant}'; set MEMVAULT_API_KEY")
                 principal = Principal.system(tenant.id, subject="stdio")
-        server = build_server(Runtime(api=lambda: api, fixed_principal=principal), profile)
+        # A client launches the bridge in its project: memory_status reports that project's rule files.
+        runtime = Runtime(api=lambda: api, fixed_principal=principal, project_dir=Path.cwd())
+        server = build_server(runtime, profile)
         await server.run_stdio_async()
     finally:
         await api.aclose()
@@ -111,7 +121,9 @@ async def serve_bridge(url: str, api_key: str) -> None:
             return await remote.list_tools(params=params)
 
         async def call_tool(ctx: Any, params: Any) -> Any:
-            return await remote.call_tool(params.name, params.arguments or {})
+            result = await remote.call_tool(params.name, params.arguments or {})
+            field = LOCAL_RULES.get(params.name)
+            return _with_local_rules(result, field) if field else result
 
         async def list_resources(ctx: Any, params: Any) -> Any:
             return await remote.list_resources(params=params)
@@ -142,6 +154,15 @@ async def serve_bridge(url: str, api_key: str) -> None:
         )
         async with stdio_server() as (stdin, stdout):
             await server.run(stdin, stdout, server.create_initialization_options())
+
+
+def _with_local_rules(result: CallToolResult, field: str) -> CallToolResult:
+    """The remote cannot see this machine's project; the bridge, launched in it, adds its rule files."""
+    if result.is_error or result.structured_content is None:
+        return result
+    out = {**result.structured_content, field: dict(setup.state(Path.cwd()))}
+    text = TextContent(type="text", text=json.dumps(out, indent=2))
+    return result.model_copy(update={"structured_content": out, "content": [text]})
 
 
 def main(settings: Settings, url: str | None, profile: Profile) -> int:

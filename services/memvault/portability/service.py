@@ -198,6 +198,37 @@ class PortabilityOps(FacadeBase):
                     out.setdefault("steps", [])
                 yield out
 
+    @operation("read")
+    async def export_current_memories(self, p: Principal, ns: str) -> AsyncIterator[dict[str, Any]]:
+        """The namespace's current memories (the latest version of each, archived ones too), in
+        record order from one snapshot, each with its namespace's name: what the Markdown mirror
+        (portability/markdown.py) writes. Checks access before the first record."""
+        p.require("read", ns)
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            namespace = await self._namespace(tx, p, ns)
+            await audit.record(
+                tx.session,
+                p.tenant_id,
+                p.subject,
+                "namespace.export",
+                namespace_id=namespace.id,
+                target_id=ns,
+                detail={"format": "markdown"},
+            )
+        return self._current_memories(p.tenant_id, namespace.id, ns)
+
+    async def _current_memories(
+        self, tenant_id: uuid.UUID, namespace_id: uuid.UUID, ns: str
+    ) -> AsyncIterator[dict[str, Any]]:
+        cols = (*COLUMNS["memory"][:-1], "superseded_at")
+        async with self._db.tenant_tx(tenant_id, snapshot=True) as tx:
+            async for rows in repo.pages(
+                tx.session, "memory", tenant_id, namespace_id, cols, embeddings=False, size=PAGE
+            ):
+                for r in rows:
+                    if r["superseded_at"] is None:
+                        yield {"namespace": ns, **{c: r[c] for c in cols}}
+
     # ---- import ---------------------------------------------------------------------------
 
     @operation("write")
