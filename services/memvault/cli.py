@@ -401,7 +401,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from memvault.mcp.stdio import main as stdio_main
 
     settings = _settings(args)
-    return stdio_main(settings, args.url, args.profile or settings.mcp_profile)
+    return stdio_main(settings, args.url, args.profile)
 
 
 def _positive(value: str) -> int:
@@ -448,7 +448,11 @@ def build_parser() -> argparse.ArgumentParser:
         "mcp", help="serve the MCP tools over stdio: locally, or bridged to a remote memvault with --url"
     )
     mcp.add_argument("--url", help="remote MCP endpoint, e.g. https://memvault.example/mcp (key: MEMVAULT_API_KEY)")
-    mcp.add_argument("--profile", choices=["core", "extended"], help="tools to offer (default extended)")
+    mcp.add_argument(
+        "--profile",
+        choices=["core", "extended"],
+        help="tools to offer (default: MEMVAULT_MCP_PROFILE, core; with --url: the URL's own profile)",
+    )
     db_opts(mcp)
     mcp.set_defaults(func=cmd_mcp)
 
