@@ -20,18 +20,38 @@ def _params(schema: dict[str, Any]) -> list[str]:
         )
         if not kind and "$ref" in spec:
             kind = spec["$ref"].rsplit("/", 1)[-1]
-        default = "" if name in required else f" (default `{json.dumps(spec.get('default'))}`)"
+        values = spec.get("enum") or spec.get("items", {}).get("enum")
+        if values:
+            kind += ": " + " | ".join(f"`{v}`" for v in values)
+        default = f" (default `{json.dumps(spec['default'])}`)" if "default" in spec else ""
         need = "required" if name in required else "optional"
         about = f": {spec['description']}" if spec.get("description") else ""
         rows.append(f"  - `{name}` ({kind or 'any'}, {need}){default}{about}")
     return rows
 
 
+def _tokens(tools: list[Any]) -> int:
+    """What a client sends its model for these tools on every turn, in tokens (characters / 4)."""
+    sent = (json.dumps({"name": t.name, "description": t.description, "input_schema": t.input_schema}) for t in tools)
+    return round(sum(len(s) for s in sent) / 4)
+
+
 async def render() -> str:
     server = build_server(Runtime(api=lambda: None), "extended")
-    core = {t.name for t in await build_server(Runtime(api=lambda: None), "core").list_tools()}
-    out = ["### Tools", ""]
-    for tool in await server.list_tools():
+    core_tools = await build_server(Runtime(api=lambda: None), "core").list_tools()
+    core = {t.name for t in core_tools}
+    tools = await server.list_tools()
+    out = ["### Profiles", ""]
+    out.append(
+        f"- `core` (`/mcp/core`, and `/mcp` by default): {', '.join(f'`{t.name}`' for t in core_tools)}; "
+        f"about {_tokens(core_tools)} tokens of tool definitions."
+    )
+    out.append(
+        f"- `extended` (`/mcp/extended`): all {len(tools)} tools below; about {_tokens(tools)} tokens of tool "
+        "definitions."
+    )
+    out += ["", "### Tools", ""]
+    for tool in tools:
         a = tool.annotations
         hints = []
         if a is not None:
