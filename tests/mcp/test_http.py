@@ -87,6 +87,11 @@ class TestProfiles:
         ):
             async with mcp_session(base_url, tenant_a.key, path) as s:
                 assert {t.name for t in (await s.list_tools()).tools} == expected, path
+                prompts = {p.name for p in (await s.list_prompts()).prompts}
+                # The review prompt works with extended tools; a core client is not offered it.
+                assert prompts == (
+                    {"memory-conversation"} if expected == CORE else {"memory-conversation", "memory-review"}
+                )
 
     async def test_both_profiles_serve_the_same_memories(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key, "/mcp/core") as core:

@@ -38,7 +38,9 @@ def _tokens(tools: list[Any]) -> int:
 
 async def render() -> str:
     server = build_server(Runtime(api=lambda: None), "extended")
-    core_tools = await build_server(Runtime(api=lambda: None), "core").list_tools()
+    core_server = build_server(Runtime(api=lambda: None), "core")
+    core_tools = await core_server.list_tools()
+    core_prompts = {p.name for p in await core_server.list_prompts()}
     core = {t.name for t in core_tools}
     tools = await server.list_tools()
     out = ["### Profiles", ""]
@@ -79,7 +81,8 @@ async def render() -> str:
     out += ["", "### Prompts", ""]
     for p in await server.list_prompts():
         args = ", ".join(f"`{a.name}`{'' if a.required else '?'}" for a in p.arguments or [])
-        out.append(f"- `{p.name}` ({args}): {p.description}")
+        only = "" if p.name in core_prompts else " (extended)"
+        out.append(f"- `{p.name}` ({args}){only}: {p.description}")
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -102,6 +102,6 @@ def build_server(rt: Runtime, profile: Profile = "extended") -> MCPServer:
             return await call.api.account_overview(call.p)
 
     resources.register(server, rt)
-    prompts.register(server)
+    prompts.register(server, extended=extended)
     lean_tools(server)
     return server
