@@ -148,7 +148,9 @@ async def serve_bridge(url: str, api_key: str) -> None:
         try:
             init = await remote.initialize()
         except Exception as exc:
-            raise BridgeError(refusal.explain(url) if refusal.status else f"{url}: {exc}") from exc
+            if refusal.status is None:
+                raise
+            raise BridgeError(refusal.explain(url)) from exc
 
         async def list_tools(ctx: Any, params: Any) -> Any:
             return await remote.list_tools(params=params)
@@ -198,28 +200,35 @@ def main(settings: Settings, url: str | None, profile: Profile | None) -> int:
     if not key:
         print("memvault mcp --url needs MEMVAULT_API_KEY in the environment", file=sys.stderr)
         return 2
+    remote = profile_url(url, profile)
     try:
-        anyio.run(serve_bridge, profile_url(url, profile), key)
-    except BaseException as exc:  # anyio wraps what its task groups raise in exception groups
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        print(f"memvault mcp: {_reason(exc)}", file=sys.stderr)
+        anyio.run(serve_bridge, remote, key)
+    except Exception as exc:  # anyio hands what its task groups raise over in exception groups
+        log.debug("bridge failed", exc_info=exc)
+        print(f"memvault mcp: {_reason(exc, remote)}", file=sys.stderr)
         return 1
     return 0
 
 
-def _reason(exc: BaseException) -> str:
-    """One line for a person: the innermost cause a bridge failure carries."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, BridgeError):
-        return str(exc)
-    if isinstance(exc, httpx2.TransportError):
-        where = exc.request.url if exc._request is not None else "the remote"
-        return f"cannot reach {where} ({type(exc).__name__}: {exc or 'no answer'})"
-    cause = exc.__cause__ or exc.__context__
-    if cause is not None and cause is not exc and not isinstance(exc, BridgeError):
-        inner = _reason(cause)
-        if inner.startswith("cannot reach"):
-            return inner
-    return f"{type(exc).__name__}: {exc}".splitlines()[0]
+def _reason(exc: BaseException, url: str) -> str:
+    """One line for a person: what a bridge failure comes down to, without the traceback."""
+    for cause in _causes(exc):
+        if isinstance(cause, BridgeError):
+            return str(cause)
+        if isinstance(cause, httpx2.TransportError):
+            return f"cannot reach {url} ({type(cause).__name__}: {cause or 'no answer'})"
+    return f"{url}: {type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, what its exception groups hold and what it was raised from, depth first."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        nested = list(e.exceptions) if isinstance(e, BaseExceptionGroup) else []
+        todo.extend(reversed([*nested, *(c for c in (e.__cause__ or e.__context__,) if c is not None)]))
