@@ -118,8 +118,10 @@ def create_app(
         gc.collect()
         gc.freeze()
         try:
-            # The MCP session manager's task group serves /mcp requests for the app's lifetime.
-            async with mcp_server.session_manager.run():
+            # Each profile's MCP session manager has a task group serving its requests for the app's lifetime.
+            async with contextlib.AsyncExitStack() as managers:
+                for server in mcp_servers.values():
+                    await managers.enter_async_context(server.session_manager.run())
                 yield
         finally:
             # What the app leaves behind on shutdown (a test's, an embedded run's) may be collected.
@@ -190,8 +192,9 @@ def create_app(
 
     # Remote MCP: the same facade, reached by tools instead of routes. Built before the lifespan
     # runs (routes are fixed at construction); the tools find the facade on app.state per call.
-    mcp_server = build_server(Runtime(api=lambda: app.state.api), settings.mcp_profile)
-    endpoint = mcp_http.mount(mcp_server, settings)
-    for path in ("/mcp", "/mcp/"):
+    runtime = Runtime(api=lambda: app.state.api)
+    mcp_servers = {profile: build_server(runtime, profile) for profile in mcp_http.PROFILES}
+    endpoint = mcp_http.mount(mcp_servers, settings)
+    for path in mcp_http.PATHS:
         app.router.routes.append(Route(path, endpoint=endpoint, methods=["GET", "POST", "DELETE"]))
     return app

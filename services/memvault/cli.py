@@ -404,7 +404,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return _mcp_setup(args.dir or Path.cwd(), args.target)
 
     settings = _settings(args)
-    return stdio_main(settings, args.url, args.profile or settings.mcp_profile)
+    return stdio_main(settings, args.url, args.profile)
 
 
 def _mcp_setup(directory: Path, target: Any) -> int:
@@ -479,7 +479,11 @@ def build_parser() -> argparse.ArgumentParser:
         "mcp", help="serve the MCP tools over stdio: locally, or bridged to a remote memvault with --url"
     )
     mcp.add_argument("--url", help="remote MCP endpoint, e.g. https://memvault.example/mcp (key: MEMVAULT_API_KEY)")
-    mcp.add_argument("--profile", choices=["core", "extended"], help="tools to offer (default extended)")
+    mcp.add_argument(
+        "--profile",
+        choices=["core", "extended"],
+        help="tools to offer (default: MEMVAULT_MCP_PROFILE, core; with --url: the URL's own profile)",
+    )
     db_opts(mcp)
     mcp.set_defaults(func=cmd_mcp)
     msub = mcp.add_subparsers(dest="mcp_cmd", metavar="{setup}")

@@ -211,7 +211,9 @@ class Settings(BaseSettings):
 
     # MCP.
     mcp_profile: Literal["core", "extended"] = Field(
-        default="extended", description="MCP tools offered: `core` (six) or `extended` (all)."
+        default="core",
+        description="MCP tools served at /mcp and by `memvault mcp`: `core` (the five essential ones) or "
+        "`extended` (all). A client picks either per connection: /mcp/core, /mcp/extended or ?profile=.",
     )
     mcp_allowed_hosts: list[str] = Field(
         default_factory=list, description="Host headers /mcp accepts besides the public URL's and loopback."

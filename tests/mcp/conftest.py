@@ -22,7 +22,9 @@ async def base_url(app: Any) -> AsyncIterator[str]:
 
 
 @asynccontextmanager
-async def mcp_session(base_url: str, key: str, path: str = "/mcp") -> AsyncIterator[ClientSession]:
+async def mcp_session(base_url: str, key: str, path: str = "/mcp/extended") -> AsyncIterator[ClientSession]:
+    """A client of ``path``: the extended profile unless a test asks for another (plain /mcp serves
+    the core one)."""
     async with (
         create_mcp_http_client(headers={"Authorization": f"Bearer {key}"}) as http,
         streamable_http_client(f"{base_url}{path}", http_client=http) as (read, write),

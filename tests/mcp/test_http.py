@@ -15,8 +15,10 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from tests.conftest import Tenant
 from tests.mcp.conftest import call, fails, mcp_session
 
-CORE = {"memory_store", "memory_search", "memory_get_context", "memory_ingest", "memory_get", "memory_forget"}
+CORE = {"memory_store", "memory_search", "memory_get_context", "memory_forget", "memory_status"}
 EXTENDED = CORE | {
+    "memory_ingest",
+    "memory_get",
     "memory_update",
     "memory_list",
     "memory_history",
@@ -31,7 +33,6 @@ EXTENDED = CORE | {
     "trace_start",
     "trace_step",
     "trace_complete",
-    "memory_status",
     "memory_account",
     "memory_setup",
 }
@@ -41,7 +42,7 @@ class TestDiscovery:
     async def test_initialize_lists_tools_resources_prompts(self, base_url: str, tenant_a: Tenant) -> None:
         async with (
             create_mcp_http_client(headers=tenant_a.headers) as http,
-            streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write),
+            streamable_http_client(f"{base_url}/mcp/extended", http_client=http) as (read, write),
             ClientSession(read, write) as session,
         ):
             init = await session.initialize()
@@ -73,8 +74,51 @@ class TestDiscovery:
         async with mcp_session(base_url, tenant_a.key, "/mcp/") as session:
             assert (await call(session, "memory_status"))["tenant_id"] == str(tenant_a.id)
         async with httpx.AsyncClient() as raw:
-            r = await raw.post(f"{base_url}/mcp", json={}, headers=tenant_a.headers)
-            assert r.status_code not in (301, 302, 307, 308)
+            for path in ("/mcp", "/mcp/core/", "/mcp/extended/"):
+                r = await raw.post(f"{base_url}{path}", json={}, headers=tenant_a.headers)
+                assert r.status_code not in (301, 302, 307, 308, 404), path
+
+
+class TestProfiles:
+    """A client picks its tools per connection; plain /mcp serves the small default."""
+
+    async def test_each_connection_gets_its_profile(self, base_url: str, tenant_a: Tenant) -> None:
+        for path, expected in (
+            ("/mcp", CORE),
+            ("/mcp/", CORE),
+            ("/mcp/core", CORE),
+            ("/mcp/extended", EXTENDED),
+            ("/mcp/extended/", EXTENDED),
+            ("/mcp?profile=extended", EXTENDED),
+            ("/mcp/extended?profile=core", CORE),  # the query wins: the stdio bridge relies on it
+        ):
+            async with mcp_session(base_url, tenant_a.key, path) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == expected, path
+                prompts = {p.name for p in (await s.list_prompts()).prompts}
+                # The review prompt works with extended tools; a core client is not offered it.
+                assert prompts == (
+                    {"memory-conversation"} if expected == CORE else {"memory-conversation", "memory-review"}
+                )
+
+    async def test_both_profiles_serve_the_same_memories(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key, "/mcp/core") as core:
+            stored = await call(core, "memory_store", content="Ana's dentist is Dr Sousa", user_id="ana")
+            # An extended-only tool is not there for this connection.
+            assert "Unknown tool" in await fails(core, "memory_get", memory_id=stored["id"])
+        async with mcp_session(base_url, tenant_a.key, "/mcp/extended") as ext:
+            assert (await call(ext, "memory_get", memory_id=stored["id"]))["content"] == stored["content"]
+
+    async def test_an_unknown_profile_is_refused_by_name(self, base_url: str, tenant_a: Tenant) -> None:
+        async with httpx.AsyncClient() as raw:
+            r = await raw.post(f"{base_url}/mcp?profile=full", json={}, headers=tenant_a.headers)
+        assert r.status_code == 422 and r.json()["code"] == "validation_error" and "'full'" in r.json()["detail"]
+
+    async def test_every_profile_path_asks_for_credentials(self, base_url: str) -> None:
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        async with httpx.AsyncClient() as raw:
+            for path in ("/mcp/core", "/mcp/extended", "/mcp?profile=extended"):
+                r = await raw.post(f"{base_url}{path}", json=ping)
+                assert r.status_code == 401 and "resource_metadata=" in r.headers["www-authenticate"], path
 
 
 class TestFlow:
@@ -92,8 +136,7 @@ class TestFlow:
             assert stored["scope"] == "user" and stored["metadata"] == {"speaker": "Ana"}
 
             found = await call(s, "memory_search", query="where does Ana like to sit on planes?", user_id="ana")
-            assert found["results"][0]["memory"]["id"] == stored["id"]
-            assert found["results"][0]["semantic_relevance"] > 0.3
+            assert found["results"][0]["id"] == stored["id"] and found["results"][0]["content"] == stored["content"]
 
             ctx = await call(s, "memory_get_context", user_id="ana", query="travel plans")
             assert "Ana prefers window seats" in ctx["context"] and stored["id"] in ctx["memory_ids"]
@@ -109,31 +152,12 @@ class TestFlow:
             assert gone["memories"] == 1
             assert (await call(s, "memory_search", query="window seats", user_id="ana"))["results"] == []
 
-    async def test_search_options_reach_the_engine(self, base_url: str, tenant_a: Tenant) -> None:
+    async def test_search_filters_reach_the_engine(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key) as s:
             turns = ["We should pick a venue", "The old boathouse by the river is free in June", "Book it then"]
             for i, text in enumerate(turns):
                 await call(s, "memory_store", content=text, session_id="plan", valid_from=f"2026-05-0{i + 1}T10:00:00Z")
-
-            found = await call(
-                s,
-                "memory_search",
-                query="boathouse river venue",
-                session_id="plan",
-                limit=1,
-                neighbours=1,
-                fusion="rrf",
-                # Words alone decide: with the context channel on, the match and its neighbour
-                # (each first in one channel) would tie under rank fusion.
-                weights={"dense": 0, "context": 0},
-            )
-
-            top = found["results"][0]
-            assert top["memory"]["content"] == turns[1]
-            assert [m["content"] for m in top["neighbours"]] == [turns[0], turns[2]]
-            assert found["metrics"]["fusion"] == "rrf"
-            assert set(found["metrics"]["weights"]) == {"lexical"}
-            assert (await fails(s, "memory_search", query="x", weights={"pagerank": 1})).startswith("validation_error")
+            await call(s, "memory_store", content="Decided: the boathouse", type="decision", session_id="plan")
 
             dated = await call(
                 s,
@@ -143,11 +167,46 @@ class TestFlow:
                 since="2026-05-02T00:00:00Z",
                 until="2026-05-03T00:00:00Z",
             )
-            assert [r["memory"]["content"] for r in dated["results"]] == [turns[1]]
+            assert [r["content"] for r in dated["results"]] == [turns[1]]
+            assert dated["results"][0]["date"] == "2026-05-02"
+            decided = await call(s, "memory_search", query="boathouse", session_id="plan", types=["decision"])
+            assert [r["content"] for r in decided["results"]] == ["Decided: the boathouse"]
             later = await call(s, "memory_list", session_id="plan", since="2026-05-02T00:00:00Z")
-            assert [m["content"] for m in later["data"]] == [turns[2], turns[1]]
+            assert [m["content"] for m in later["data"]][-2:] == [turns[2], turns[1]]
             bad = await fails(s, "memory_search", query="x", since="2026-05-02T00:00:00Z", until="2026-05-01T00:00:00Z")
             assert bad.startswith("validation_error")
+
+    async def test_a_hit_is_lean_unless_explained(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key, "/mcp") as s:
+            stored = await call(s, "memory_store", content="Ana takes oat milk", key="milk", user_id="ana")
+            result = await s.call_tool("memory_search", {"query": "what milk does Ana take?", "user_id": "ana"})
+            hit = result.structured_content["results"][0]  # type: ignore[index]
+            assert hit.keys() == {"id", "content", "type", "date", "score", "key"}
+            assert (hit["id"], hit["key"], hit["type"]) == (stored["id"], "milk", "fact")
+            assert 0 < hit["score"] <= 1
+            # The text a model reads is the same JSON, on one line.
+            assert json.loads(result.content[0].text) == result.structured_content  # type: ignore[union-attr]
+
+            explained = await call(s, "memory_search", query="what milk does Ana take?", user_id="ana", explain=True)
+            top = explained["results"][0]
+            assert top["scope"] == "user" and top["user_id"] == "ana" and top["semantic_relevance"] > 0.3
+            assert "dense" in top["signals"]["channels"] and explained["metrics"]["fusion"] == "weighted"
+
+    async def test_ranking_knobs_are_not_tool_arguments(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key) as s:
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+        arguments = set(tools["memory_search"].input_schema["properties"])
+        assert {"query", "limit", "user_id", "session_id", "types", "since", "until", "knowledge_at"} <= arguments
+        assert {"valid_at", "explain"} <= arguments
+        assert not arguments & {"weights", "fusion", "rerank", "rewrite", "neighbours", "reference_time"}
+
+    async def test_context_reads_as_markdown(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key, "/mcp") as s:
+            stored = await call(s, "memory_store", content="Ana is training for the Lisbon marathon", user_id="ana")
+            result = await s.call_tool("memory_get_context", {"user_id": "ana"})
+            text = result.content[0].text  # type: ignore[union-attr]
+            assert "Ana is training for the Lisbon marathon" in text and not text.startswith("{")
+            assert stored["id"] in result.structured_content["memory_ids"]  # type: ignore[index]
 
     async def test_ingest_and_read_the_session(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key) as s:

@@ -4,6 +4,7 @@ would fail to parse it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -42,18 +43,11 @@ class TestStdio:
         }
         async with stdio_session(["--profile", "core"], env) as s:
             tools = {t.name for t in (await s.list_tools()).tools}
-            assert tools == {
-                "memory_store",
-                "memory_search",
-                "memory_get_context",
-                "memory_ingest",
-                "memory_get",
-                "memory_forget",
-            }
+            assert tools == {"memory_store", "memory_search", "memory_get_context", "memory_forget", "memory_status"}
             stored = await call(s, "memory_store", content="The staging password rotates monthly")
             assert stored["created_by"].startswith("key:")
             found = await call(s, "memory_search", query="how often is the staging password changed")
-            assert found["results"][0]["memory"]["id"] == stored["id"]
+            assert found["results"][0]["id"] == stored["id"]
 
     async def test_bridge_mode_forwards_to_the_http_endpoint(
         self,
@@ -61,8 +55,8 @@ class TestStdio:
         tenant_b: Tenant,
     ) -> None:
         env: dict[str, Any] = {"MEMVAULT_API_KEY": tenant_b.key, "MEMVAULT_LOG_LEVEL": "WARNING"}
-        async with stdio_session(["--url", f"{base_url}/mcp"], env) as s:
-            assert "memory_status" in {t.name for t in (await s.list_tools()).tools}
+        async with stdio_session(["--url", f"{base_url}/mcp", "--profile", "extended"], env) as s:
+            assert "memory_account" in {t.name for t in (await s.list_tools()).tools}
             status = await call(s, "memory_status")
             assert status["tenant_id"] == str(tenant_b.id)
             # The remote cannot see this machine's project; the bridge, launched in it, fills that in.
@@ -86,3 +80,47 @@ class TestStdio:
             [MEMVAULT, "mcp", "--url", "http://127.0.0.1:9/mcp"], env=env, capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 2 and "MEMVAULT_API_KEY" in done.stderr and done.stdout == ""
+
+    async def test_bridge_serves_the_profile_asked_for(self, base_url: str, tenant_b: Tenant) -> None:
+        env: dict[str, Any] = {"MEMVAULT_API_KEY": tenant_b.key, "MEMVAULT_LOG_LEVEL": "WARNING"}
+        core = {"memory_store", "memory_search", "memory_get_context", "memory_forget", "memory_status"}
+        # --profile wins over the URL's own; without it the URL's applies (plain /mcp: the default).
+        for args, expected in (
+            (["--url", f"{base_url}/mcp/extended", "--profile", "core"], core),
+            (["--url", f"{base_url}/mcp"], core),
+        ):
+            async with stdio_session(args, env) as s:
+                assert {t.name for t in (await s.list_tools()).tools} == expected, args
+        async with stdio_session(["--url", f"{base_url}/mcp/extended"], env) as s:
+            assert "memory_account" in {t.name for t in (await s.list_tools()).tools}
+
+    async def test_a_refused_key_is_one_readable_line(self, base_url: str) -> None:
+        rc, out, err = await bridge(f"{base_url}/mcp", "mv_" + "x" * 40)
+        assert rc != 0 and out == "" and "Traceback" not in err
+        assert err.strip().count("\n") == 0, err
+        assert "refused the key in MEMVAULT_API_KEY" in err and "401" in err and "invalid" in err
+
+    async def test_an_unreachable_url_is_one_readable_line(self) -> None:
+        rc, out, err = await bridge("http://127.0.0.1:9/mcp", "mv_" + "x" * 40)
+        assert rc != 0 and out == "" and "Traceback" not in err
+        assert err.strip().count("\n") == 0, err
+        assert err.startswith("memvault mcp: cannot reach http://127.0.0.1:9/mcp")
+
+
+async def bridge(url: str, key: str) -> tuple[int, str, str]:
+    """`memvault mcp --url` as a person runs it, with nothing on stdin; the test's event loop keeps
+    serving the endpoint meanwhile."""
+    env = {**os.environ, "MEMVAULT_API_KEY": key, "MEMVAULT_LOG_LEVEL": "WARNING"}
+    proc = await asyncio.create_subprocess_exec(
+        MEMVAULT,
+        "mcp",
+        "--url",
+        url,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()

@@ -56,9 +56,9 @@ class HeadlessUser:
         return AuthorizationCodeResult(code=q["code"], state=q.get("state"), iss=q.get("iss"))
 
 
-def provider(server: Server, storage: MemoryStorage, user: HeadlessUser) -> OAuthClientProvider:
+def provider(server: Server, storage: MemoryStorage, user: HeadlessUser, url: str | None = None) -> OAuthClientProvider:
     return OAuthClientProvider(
-        server_url=server.mcp,
+        server_url=url or server.mcp,
         client_metadata=OAuthClientMetadata(
             client_name="SDK test client",
             redirect_uris=[AnyUrl(REDIRECT)],
@@ -81,8 +81,23 @@ class TestDiscovery:
         assert f'resource_metadata="{oauth_server.base}/.well-known/oauth-protected-resource/mcp"' in challenge
         assert 'scope="read write"' in challenge
 
+    async def test_every_profile_url_points_to_the_metadata(
+        self, oauth_server: Server, http: httpx.AsyncClient
+    ) -> None:
+        for path in ("/mcp/core", "/mcp/extended", "/mcp?profile=extended"):
+            r = await http.post(oauth_server.base + path, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            assert r.status_code == 401, path
+            metadata = f"{oauth_server.base}/.well-known/oauth-protected-resource/mcp"
+            assert f'resource_metadata="{metadata}"' in r.headers["www-authenticate"], path
+
     async def test_protected_resource_metadata(self, oauth_server: Server, http: httpx.AsyncClient) -> None:
-        for path in ("/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"):
+        for path in (
+            "/.well-known/oauth-protected-resource/mcp",
+            "/.well-known/oauth-protected-resource",
+            # RFC 9728's path-based URLs of the profile endpoints: the same resource, named /mcp.
+            "/.well-known/oauth-protected-resource/mcp/core",
+            "/.well-known/oauth-protected-resource/mcp/extended",
+        ):
             meta = (await http.get(oauth_server.base + path)).json()
             assert meta["resource"] == oauth_server.mcp
             assert meta["authorization_servers"] == [oauth_server.base]
@@ -137,7 +152,7 @@ class TestSdkFlow:
             # The access token "expires": the provider refreshes, and the refresh token rotates.
             auth.context.token_expiry_time = 1.0  # long past (0 would mean "no expiry")
             found = await call(session, "memory_search", query="which editor does Ana use?")
-            assert found["results"][0]["memory"]["id"] == stored["id"]
+            assert found["results"][0]["id"] == stored["id"]
             second = storage.tokens
             assert second is not None and second.refresh_token != first.refresh_token
             assert second.access_token != first.access_token
@@ -155,6 +170,26 @@ class TestSdkFlow:
         r = await mcp_ping(http, oauth_server, second.access_token)
         assert r.status_code == 401 and 'error="invalid_token"' in r.headers["www-authenticate"]
         assert (await refresh(http, oauth_server, storage.client.client_id, second.refresh_token)).status_code == 400
+
+    async def test_a_client_given_a_profile_url_signs_in_for_the_same_resource(
+        self, oauth_server: Server, http: httpx.AsyncClient, user_a: User, tenant_a: Tenant
+    ) -> None:
+        for path, tool in (("/mcp/core", "memory_store"), ("/mcp/extended?profile=extended", "memory_account")):
+            storage, person = MemoryStorage(), HeadlessUser(Browser(http, user_a))
+            url = oauth_server.base + path
+            async with (
+                create_mcp_http_client(auth=provider(oauth_server, storage, person, url)) as client,
+                streamable_http_client(url, http_client=client) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                assert tool in {t.name for t in (await session.list_tools()).tools}
+                assert (await call(session, "memory_status"))["tenant_id"] == str(tenant_a.id)
+            # One resource for every profile: the token is for /mcp, and serves the others too.
+            assert parse_qs(urlsplit(person.urls[0]).query)["resource"] == [oauth_server.mcp]
+            assert storage.tokens is not None
+            async with mcp_session(oauth_server.base, storage.tokens.access_token, "/mcp/core") as s:
+                assert (await call(s, "memory_status"))["tenant_id"] == str(tenant_a.id)
 
     async def test_revocation_ends_access_at_once(
         self, oauth_server: Server, http: httpx.AsyncClient, user_a: User

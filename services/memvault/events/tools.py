@@ -16,6 +16,9 @@ from memvault.memories.tools import READ, WRITE, Namespace, SessionId, UserId
 def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
     tool = Tools(server, rt)
 
+    if not extended:
+        return
+
     @tool(
         name="memory_ingest",
         title="Capture the conversation",
@@ -37,9 +40,6 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
     ) -> IngestOut:
         body = EventsIn(session_id=session_id, user_id=user_id, messages=messages)
         return await call.api.ingest_events(call.p, call.ns(namespace), body)
-
-    if not extended:
-        return
 
     @tool(
         name="session_list",

@@ -7,7 +7,7 @@ from mcp.server.mcpserver import MCPServer
 from memvault.mcp import setup
 
 
-def register(server: MCPServer) -> None:
+def register(server: MCPServer, *, extended: bool = True) -> None:
     @server.prompt(
         name="memory-conversation",
         title="Converse with memory",
@@ -21,9 +21,13 @@ def register(server: MCPServer) -> None:
             + (f" and query `{topic}`" if topic else "")
             + " and use what it returns. During the conversation, call memory_store for each new durable "
             "preference, decision, instruction or correction (with a stable key when it may change later), and "
-            "memory_search when you need something specific. At the end, call memory_ingest with the messages. "
+            "memory_search when you need something specific. At the end, call memory_ingest with the messages if it "
+            "is offered. "
             "Never store secrets."
         )
+
+    if not extended:
+        return  # the review works with memory_list, memory_history and the other extended tools
 
     @server.prompt(
         name="memory-review",

@@ -20,18 +20,40 @@ def _params(schema: dict[str, Any]) -> list[str]:
         )
         if not kind and "$ref" in spec:
             kind = spec["$ref"].rsplit("/", 1)[-1]
-        default = "" if name in required else f" (default `{json.dumps(spec.get('default'))}`)"
+        values = spec.get("enum") or spec.get("items", {}).get("enum")
+        if values:
+            kind += ": " + " | ".join(f"`{v}`" for v in values)
+        default = f" (default `{json.dumps(spec['default'])}`)" if "default" in spec else ""
         need = "required" if name in required else "optional"
         about = f": {spec['description']}" if spec.get("description") else ""
         rows.append(f"  - `{name}` ({kind or 'any'}, {need}){default}{about}")
     return rows
 
 
+def _tokens(tools: list[Any]) -> int:
+    """What a client sends its model for these tools on every turn, in tokens (characters / 4)."""
+    sent = (json.dumps({"name": t.name, "description": t.description, "input_schema": t.input_schema}) for t in tools)
+    return round(sum(len(s) for s in sent) / 4)
+
+
 async def render() -> str:
     server = build_server(Runtime(api=lambda: None), "extended")
-    core = {t.name for t in await build_server(Runtime(api=lambda: None), "core").list_tools()}
-    out = ["### Tools", ""]
-    for tool in await server.list_tools():
+    core_server = build_server(Runtime(api=lambda: None), "core")
+    core_tools = await core_server.list_tools()
+    core_prompts = {p.name for p in await core_server.list_prompts()}
+    core = {t.name for t in core_tools}
+    tools = await server.list_tools()
+    out = ["### Profiles", ""]
+    out.append(
+        f"- `core` (`/mcp/core`, and `/mcp` by default): {', '.join(f'`{t.name}`' for t in core_tools)}; "
+        f"about {_tokens(core_tools)} tokens of tool definitions."
+    )
+    out.append(
+        f"- `extended` (`/mcp/extended`): all {len(tools)} tools below; about {_tokens(tools)} tokens of tool "
+        "definitions."
+    )
+    out += ["", "### Tools", ""]
+    for tool in tools:
         a = tool.annotations
         hints = []
         if a is not None:
@@ -59,7 +81,8 @@ async def render() -> str:
     out += ["", "### Prompts", ""]
     for p in await server.list_prompts():
         args = ", ".join(f"`{a.name}`{'' if a.required else '?'}" for a in p.arguments or [])
-        out.append(f"- `{p.name}` ({args}): {p.description}")
+        only = "" if p.name in core_prompts else " (extended)"
+        out.append(f"- `{p.name}` ({args}){only}: {p.description}")
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -16,6 +16,7 @@ from memvault.entities import tools as entity_tools
 from memvault.events import tools as event_tools
 from memvault.mcp import prompts, resources, setup, setup_tools
 from memvault.mcp.runtime import Runtime
+from memvault.mcp.schema import lean_tools
 from memvault.mcp.tool import ToolCall, Tools
 from memvault.memories import tools as memory_tools
 from memvault.memories.tools import READ
@@ -35,8 +36,8 @@ corrections, facts about the user, their people, projects and plans. One self-co
 give a stable `key` to things that change (a new value with the same key replaces the old one, which stays \
 in history).
 3. When recall is not specific enough, call memory_search with a precise query.
-4. At the end of a conversation (or every few turns), call memory_ingest with the messages, so the \
-conversation is kept and mined for anything you missed.
+4. Where memory_ingest is offered (the extended profile), call it at the end of a conversation (or every \
+few turns) with the messages, so the conversation is kept and mined for anything you missed.
 5. Never store secrets: passwords, API keys, tokens, private keys or connection strings are refused.
 6. When the user asks you to forget something, use memory_forget (hard: true erases it for good).
 """
@@ -104,13 +105,14 @@ def build_server(rt: Runtime, profile: Profile = "extended") -> MCPServer:
             rules=dict(setup.state(rt.project_dir)) if rt.project_dir is not None else None,
         )
 
+    tool(
+        name="memory_status",
+        title="Memory service status",
+        annotations=READ,
+        description="Health of the memory service and what this credential can reach.",
+    )(status)
+
     if extended:
-        tool(
-            name="memory_status",
-            title="Memory service status",
-            annotations=READ,
-            description="Health of the memory service and what this credential can reach.",
-        )(status)
 
         @tool(
             name="memory_account",
@@ -125,5 +127,6 @@ def build_server(rt: Runtime, profile: Profile = "extended") -> MCPServer:
             return await call.api.account_overview(call.p)
 
     resources.register(server, rt)
-    prompts.register(server)
+    prompts.register(server, extended=extended)
+    lean_tools(server)
     return server

@@ -1,7 +1,9 @@
 """`memvault mcp`: the same tools over stdio, for local clients that launch a command.
 
 Two modes. With `--url` it is a bridge: every request is forwarded to a remote memvault's /mcp
-with the API key from `MEMVAULT_API_KEY`, and answered with the remote's response. Without it,
+with the API key from `MEMVAULT_API_KEY`, and answered with the remote's response; `--profile`
+asks the remote for that profile (`?profile=`), else the URL's own applies. A refused key or an
+unreachable URL ends it with one line on stderr and a non-zero status. Without it,
 the tools run in this process against the configured database (the embedded default unless
 `MEMVAULT_DATABASE_URL`), as the key in `MEMVAULT_API_KEY` or, if none is set, as the first
 tenant's administrator (the machine's owner). Only protocol goes to stdout; logs go to stderr.
@@ -17,7 +19,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.lowlevel import Server
@@ -107,15 +111,56 @@ async def serve_local(settings: Settings, profile: Profile) -> None:
         await db.dispose()
 
 
+def profile_url(url: str, profile: Profile | None) -> str:
+    """``url`` asking for ``profile`` (the query wins over the path on the server), or as given."""
+    if profile is None:
+        return url
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "profile"]
+    return urlunsplit(parts._replace(query=urlencode([*query, ("profile", profile)])))
+
+
+class _FirstRefusal:
+    """Keeps the first HTTP error the remote answers: the SDK turns it into a bare "Server returned
+    an error response", which tells a person neither that the key was wrong nor why."""
+
+    def __init__(self) -> None:
+        self.status: int | None = None
+        self.detail = ""
+
+    async def __call__(self, response: httpx2.Response) -> None:
+        if response.status_code < 400 or self.status is not None:
+            return
+        await response.aread()
+        self.status = response.status_code
+        try:
+            body = response.json()
+            self.detail = f"{body.get('code', '')}: {body.get('detail') or body.get('title') or ''}".strip(": ")
+        except (ValueError, AttributeError):
+            self.detail = response.reason_phrase
+
+    def explain(self, url: str) -> str:
+        if self.status in (401, 403):
+            return f"{url} refused the key in MEMVAULT_API_KEY (HTTP {self.status}, {self.detail})"
+        return f"{url} answered HTTP {self.status} ({self.detail})"
+
+
 async def serve_bridge(url: str, api_key: str) -> None:
     """Forward every request to the remote server; one remote session for the bridge's lifetime."""
     headers = {"Authorization": f"Bearer {api_key}"}
+    refusal = _FirstRefusal()
     async with (
         create_mcp_http_client(headers=headers) as http,
         streamable_http_client(url, http_client=http) as (read, write),
         ClientSession(read, write) as remote,
     ):
-        init = await remote.initialize()
+        http.event_hooks["response"].append(refusal)
+        try:
+            init = await remote.initialize()
+        except Exception as exc:
+            if refusal.status is None:
+                raise
+            raise BridgeError(refusal.explain(url)) from exc
 
         async def list_tools(ctx: Any, params: Any) -> Any:
             return await remote.list_tools(params=params)
@@ -165,16 +210,46 @@ def _with_local_rules(result: CallToolResult, field: str) -> CallToolResult:
     return result.model_copy(update={"structured_content": out, "content": [text]})
 
 
-def main(settings: Settings, url: str | None, profile: Profile) -> int:
+def main(settings: Settings, url: str | None, profile: Profile | None) -> int:
     import anyio
 
     logging.basicConfig(stream=sys.stderr, level=settings.log_level)
-    if url:
-        key = os.environ.get("MEMVAULT_API_KEY")
-        if not key:
-            print("memvault mcp --url needs MEMVAULT_API_KEY in the environment", file=sys.stderr)
-            return 2
-        anyio.run(serve_bridge, url, key)
-    else:
-        anyio.run(serve_local, settings, profile)
+    if not url:
+        anyio.run(serve_local, settings, profile or settings.mcp_profile)
+        return 0
+    key = os.environ.get("MEMVAULT_API_KEY")
+    if not key:
+        print("memvault mcp --url needs MEMVAULT_API_KEY in the environment", file=sys.stderr)
+        return 2
+    remote = profile_url(url, profile)
+    try:
+        anyio.run(serve_bridge, remote, key)
+    except Exception as exc:  # anyio hands what its task groups raise over in exception groups
+        log.debug("bridge failed", exc_info=exc)
+        print(f"memvault mcp: {_reason(exc, remote)}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _reason(exc: BaseException, url: str) -> str:
+    """One line for a person: what a bridge failure comes down to, without the traceback."""
+    for cause in _causes(exc):
+        if isinstance(cause, BridgeError):
+            return str(cause)
+        if isinstance(cause, httpx2.TransportError):
+            return f"cannot reach {url} ({type(cause).__name__}: {cause or 'no answer'})"
+    return f"{url}: {type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, what its exception groups hold and what it was raised from, depth first."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        yield e
+        nested = list(e.exceptions) if isinstance(e, BaseExceptionGroup) else []
+        todo.extend(reversed([*nested, *(c for c in (e.__cause__ or e.__context__,) if c is not None)]))

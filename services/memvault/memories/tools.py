@@ -8,11 +8,13 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from memvault.forget.schemas import ForgetIn, ForgetOut
 from memvault.maintenance.schemas import DEFAULT_STEPS, MAX_BUDGET_MS, OrganizeIn, OrganizeOut, Step
+from memvault.mcp import results
+from memvault.mcp.results import Hits
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.tool import ToolCall, Tools
 from memvault.memories.schemas import (
@@ -27,19 +29,17 @@ from memvault.memories.schemas import (
     ScopeLevel,
 )
 from memvault.retrieval.context import ContextIn, ContextOut
-from memvault.retrieval.schemas import DEFAULT_WEIGHTS, Fusion, SearchIn, SearchOut
+from memvault.retrieval.schemas import SearchIn
 
-Namespace = Annotated[
-    str | None, Field(description="Namespace to use; default: the key's default namespace, else `default`.")
-]
+Namespace = Annotated[str | None, Field(description="Default: the credential's default namespace.")]
 UserId = Annotated[str | None, Field(description="The user this concerns (their memories are private to them).")]
 SessionId = Annotated[str | None, Field(description="The conversation/session this concerns.")]
 MemoryId = Annotated[uuid.UUID, Field(description="A memory id, as returned by memory_store or memory_search.")]
 Since = Annotated[
     datetime | None,
-    Field(description="Only memories dated at or after this time (their valid_from, else when stored)."),
+    Field(description="Only memories dated at or after this (their valid_from, else when stored)."),
 ]
-Until = Annotated[datetime | None, Field(description="Only memories dated before this time.")]
+Until = Annotated[datetime | None, Field(description="Only memories dated before this.")]
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -55,28 +55,25 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         title="Remember something",
         annotations=WRITE,
         description=(
-            "Store one durable memory: a preference, decision, instruction, fact, task or event worth recalling "
-            "in a later conversation. Call it as soon as the user states a preference, makes a decision, corrects "
-            "you, or tells you something about themselves or their work. Write one self-contained statement "
-            "(`Ana prefers window seats`), not a transcript. Give a stable `key` (e.g. `seat_preference`) for "
-            "things that change over time: storing the same key again replaces the old version and keeps it in "
-            "history. Never store passwords, API keys or tokens: they are refused."
+            "Store one durable memory for later conversations. Call it as soon as the user states "
+            "a preference, makes a decision, corrects you, or tells you something about themselves or their work. "
+            "One self-contained statement (`Ana prefers window seats`), not a transcript. Give things that change "
+            "a stable `key` (`seat_preference`): storing it again replaces the old version, kept in history. "
+            "Secrets (passwords, API keys, tokens) are refused."
         ),
     )
     async def memory_store(
         call: ToolCall,
-        content: Annotated[str, Field(description="The statement to remember, self-contained.")],
-        type: Annotated[MemoryType, Field(description="What kind of memory it is.")] = MemoryType.fact,
-        key: Annotated[str | None, Field(description="Stable name of what it is about, to supersede later.")] = None,
-        scope: Annotated[
-            ScopeLevel | None, Field(description="session, user or namespace (default from user_id/session_id).")
-        ] = None,
+        content: Annotated[str, Field(description="The statement to remember.")],
+        type: MemoryType = MemoryType.fact,
+        key: Annotated[str | None, Field(description="Stable name of what it is about.")] = None,
+        scope: Annotated[ScopeLevel | None, Field(description="Default: from session_id/user_id.")] = None,
         user_id: UserId = None,
         agent_id: Annotated[str | None, Field(description="The agent that learned it.")] = None,
         session_id: SessionId = None,
         role: Annotated[str | None, Field(description="Who said it: user, assistant, tool or system.")] = None,
-        speaker: Annotated[str | None, Field(description="Name of the person who said it.")] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="Extra JSON fields to keep.")] = None,
+        speaker: Annotated[str | None, Field(description="Name of who said it.")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="Extra JSON to keep.")] = None,
         importance: Annotated[float, Field(ge=0, le=1, description="0..1, how much it matters.")] = 0.5,
         valid_from: Annotated[datetime | None, Field(description="When it became true, if not now.")] = None,
         namespace: Namespace = None,
@@ -102,12 +99,9 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         title="Search memories",
         annotations=READ,
         description=(
-            "Find stored memories by meaning and by exact words, ranked. Use it when you need something specific "
-            "(`what does Ana eat?`) or when memory_get_context was not specific enough. Pass user_id/session_id "
-            "to read as that user/session (their own memories plus shared ones). `knowledge_at` searches what "
-            "was known at a past time; `valid_at` what was true then; `since`/`until` keep memories dated in a "
-            "range. Results carry `score` and `semantic_relevance` (cosine, 0..1); `min_score` drops weakly "
-            "related ones."
+            "Find memories by meaning and by exact words, best first. Use it for something specific "
+            "(`what does Ana eat?`) or when memory_get_context was not specific enough. With user_id/session_id "
+            "it reads as that user/session: their own memories plus shared ones."
         ),
     )
     async def memory_search(
@@ -116,62 +110,40 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         limit: Annotated[int, Field(ge=1, le=50)] = 10,
         user_id: UserId = None,
         session_id: SessionId = None,
-        agent_id: Annotated[str | None, Field(description="Only memories of this agent.")] = None,
-        types: Annotated[list[MemoryType] | None, Field(description="Only these memory types.")] = None,
-        knowledge_at: Annotated[datetime | None, Field(description="Search what was known at this time.")] = None,
-        valid_at: Annotated[datetime | None, Field(description="Search what was true at this time.")] = None,
+        types: Annotated[list[MemoryType] | None, Field(description="Only these types.")] = None,
         since: Since = None,
         until: Until = None,
-        min_score: Annotated[float | None, Field(ge=-1, le=1)] = None,
-        include_archived: bool = False,
-        neighbours: Annotated[
-            int,
-            Field(ge=0, le=5, description="Also return this many memories before and after each hit, in its session."),
-        ] = 0,
-        reference_time: Annotated[
-            datetime | None, Field(description='What "now" is for cues like "last week"; default: now.')
-        ] = None,
-        weights: Annotated[
-            dict[str, float] | None,
-            Field(description=f"Fusion weights (0..10) per channel over the defaults {DEFAULT_WEIGHTS}."),
-        ] = None,
-        fusion: Annotated[Fusion | None, Field(description="`weighted` or `rrf`; default: the namespace's.")] = None,
-        rerank: Annotated[bool | None, Field(description="Rerank the top hits if configured; default: if so.")] = None,
-        rewrite: Annotated[bool | None, Field(description="Rewrite the query (HyDE) if configured.")] = None,
+        knowledge_at: Annotated[datetime | None, Field(description="As of: what was known at this time.")] = None,
+        valid_at: Annotated[datetime | None, Field(description="What was true at this time.")] = None,
+        explain: Annotated[bool, Field(description="Also say why each hit ranked (scope, owner, signals).")] = False,
         namespace: Namespace = None,
-    ) -> SearchOut:
+    ) -> Annotated[CallToolResult, Hits]:
+        # Ranking knobs (weights, fusion, rerank, rewrite, neighbours) stay on REST and in the
+        # namespace's settings: a model does not tune them, and each costs tokens on every turn.
         req = SearchIn(
             query=query,
             limit=limit,
-            min_score=min_score,
-            neighbours=neighbours,
-            reference_time=reference_time,
-            weights=weights,
-            fusion=fusion,
-            rerank=rerank,
-            rewrite=rewrite,
             filters=MemoryFilters(
                 user_id=user_id,
                 session_id=session_id,
-                agent_id=agent_id,
                 type=types,
                 knowledge_at=knowledge_at,
                 valid_at=valid_at,
                 since=since,
                 until=until,
-                include_archived=include_archived,
             ),
         )
-        return await call.api.search(call.p, call.ns(namespace), req)
+        out = await call.api.search(call.p, call.ns(namespace), req)
+        return results.compact(results.hits(out, explain=explain))
 
     @tool(
         name="memory_get_context",
         title="Recall context",
         annotations=READ,
         description=(
-            "Recall what you know, as a ready-to-read markdown block within a token budget, grouped by type "
-            "with dates. Call it at the start of a conversation (with user_id and/or session_id) and whenever a "
-            "new topic comes up (with a query). Cheaper and broader than several searches."
+            "Recall what you know as a ready-to-read markdown block within a token budget, grouped by type, with "
+            "dates. Call it at the start of a conversation (with user_id and/or session_id) and when a new topic "
+            "comes up (with a query). Broader and cheaper than several searches."
         ),
     )
     async def memory_get_context(
@@ -181,28 +153,18 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         session_id: SessionId = None,
         token_budget: Annotated[int, Field(ge=50, le=32000)] = 1500,
         namespace: Namespace = None,
-    ) -> ContextOut:
+    ) -> Annotated[CallToolResult, ContextOut]:
         req = ContextIn(query=query, user_id=user_id, session_id=session_id, token_budget=token_budget)
-        return await call.api.get_context(call.p, call.ns(namespace), req)
-
-    @tool(
-        name="memory_get",
-        title="Read a memory",
-        annotations=READ,
-        description="Read one memory by id, with its scope, state, dates and version links.",
-    )
-    async def memory_get(call: ToolCall, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
-        return await call.api.get_memory(call.p, call.ns(namespace), memory_id)
+        return results.context(await call.api.get_context(call.p, call.ns(namespace), req))
 
     @tool(
         name="memory_forget",
         title="Forget",
         annotations=DESTROY,
         description=(
-            "Forget a memory (by memory_id) or everything about a user, session or entity. `hard: false` "
-            "(default) archives: out of recall, but recoverable. `hard: true` erases for good, with every "
-            "version and history (and, for a user/session, their conversation log). Only erase when the user "
-            "asks you to forget."
+            "Forget one memory (memory_id) or everything about a user, session or entity. By default it is "
+            "archived: out of recall, recoverable. `hard: true` erases for good, with every version and history "
+            "(for a user/session, their conversation log too); only when the user asks you to forget."
         ),
     )
     async def memory_forget(
@@ -229,6 +191,15 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
 
     if not extended:
         return
+
+    @tool(
+        name="memory_get",
+        title="Read a memory",
+        annotations=READ,
+        description="Read one memory by id, with its scope, state, dates and version links.",
+    )
+    async def memory_get(call: ToolCall, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
+        return await call.api.get_memory(call.p, call.ns(namespace), memory_id)
 
     @tool(
         name="memory_update",

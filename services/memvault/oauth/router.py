@@ -99,10 +99,14 @@ def _address(request: Request) -> str | None:
 # ---- discovery ---------------------------------------------------------------------------------------
 
 
+@router.get("/.well-known/oauth-protected-resource/mcp/core", include_in_schema=False)
+@router.get("/.well-known/oauth-protected-resource/mcp/extended", include_in_schema=False)
 @router.get("/.well-known/oauth-protected-resource/mcp", include_in_schema=False)
 @router.get("/.well-known/oauth-protected-resource", include_in_schema=False)
 async def protected_resource(api: Api) -> JSONResponse:
-    """RFC 9728: the /mcp endpoint as a protected resource, and who issues tokens for it."""
+    """RFC 9728: the /mcp endpoint as a protected resource, and who issues tokens for it. A client
+    of /mcp/core or /mcp/extended looks here too (the path-based URL first): those are the same
+    resource, so the metadata names /mcp, which such clients accept as the parent of their URL."""
     return _json(api.protected_resource_metadata())
 
 
@@ -118,6 +122,8 @@ async def jwks(api: Api) -> JSONResponse:
     return _json(await api.jwks())
 
 
+@router.options("/.well-known/oauth-protected-resource/mcp/core", include_in_schema=False)
+@router.options("/.well-known/oauth-protected-resource/mcp/extended", include_in_schema=False)
 @router.options("/.well-known/oauth-protected-resource/mcp", include_in_schema=False)
 @router.options("/.well-known/oauth-protected-resource", include_in_schema=False)
 @router.options("/.well-known/oauth-authorization-server", include_in_schema=False)

@@ -1,0 +1,87 @@
+"""What a search or a recall hands back to a model: the few fields it reads, in few tokens.
+
+The SDK renders a returned model twice, as pretty-printed JSON text with every null field and as
+structured content, and a client sends its model one or both on every turn. A search used to cost
+about 5,000 tokens for ten one-line memories (every field of every memory, the ten-channel
+breakdown); a hit is now id, content, type, date and score (its key when it has one), and the
+breakdown comes only with `explain: true`. tests/mcp/test_budgets.py holds both under 600 tokens.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from typing import Any
+
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
+
+from memvault.memories.schemas import MemoryType, ScopeLevel
+from memvault.retrieval.context import ContextOut
+from memvault.retrieval.schemas import SearchMetrics, SearchOut, Signals
+
+
+class Hit(BaseModel):
+    id: uuid.UUID
+    content: str
+    type: MemoryType
+    date: dt.date = Field(description="When it became true (valid_from), else when it was stored.")
+    score: float = Field(description="0..1, relative to the other candidates; 1 is the best match.")
+    key: str | None = Field(default=None, description="Its stable key, when it has one.")
+    # With explain: true only.
+    scope: ScopeLevel | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    semantic_relevance: float | None = Field(default=None, description="Cosine of query and memory.")
+    signals: Signals | None = Field(default=None, description="Each channel's rank and value.")
+
+
+class Hits(BaseModel):
+    results: list[Hit] = Field(description="Best first.")
+    metrics: SearchMetrics | None = Field(default=None, description="With explain: true, how the search ran.")
+
+
+def hits(out: SearchOut, *, explain: bool = False) -> Hits:
+    results = []
+    for r in out.results:
+        m = r.memory
+        hit = Hit(
+            id=m.id,
+            content=m.content,
+            type=m.type,
+            date=(m.valid_from or m.created_at).date(),
+            score=round(r.score, 3),
+            key=m.key,
+        )
+        if explain:
+            hit = hit.model_copy(
+                update={
+                    "scope": m.scope,
+                    "user_id": m.user_id,
+                    "session_id": m.session_id,
+                    "semantic_relevance": r.semantic_relevance,
+                    "signals": r.signals,
+                }
+            )
+        results.append(hit)
+    return Hits(results=results, metrics=out.metrics if explain else None)
+
+
+def compact(model: BaseModel) -> CallToolResult:
+    """The model as structured content without null fields, and as one line of the same JSON."""
+    data = model.model_dump(mode="json", exclude_none=True)
+    return CallToolResult(content=[TextContent(type="text", text=_json(data))], structured_content=data)
+
+
+def context(out: ContextOut) -> CallToolResult:
+    """The block as text (what a model reads, with no JSON around it) and the whole answer as data."""
+    text = out.context
+    if out.omitted:
+        text += f"\n\n({out.omitted} more relevant memories did not fit in {out.token_budget} tokens.)"
+    data = out.model_dump(mode="json")
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

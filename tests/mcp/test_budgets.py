@@ -1,0 +1,70 @@
+"""What the remote default costs a client's model, measured through the real MCP client at plain
+/mcp (tokens counted as characters / 4, as docs/mcp.md does): the tool definitions it sends on
+every turn, and a ten-hit search of one-line memories, as text and as structured content. The
+budgets are issue 28's; a change that grows past them fails here rather than in someone's bill."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import Tenant
+from tests.mcp.conftest import call, mcp_session
+
+TOOLS_BUDGET = 1500
+SEARCH_BUDGET = 600
+
+MEMORIES = [
+    ("Ana prefers window seats on long flights", "preference", "seat_preference"),
+    ("Ana is allergic to peanuts and carries an EpiPen", "fact", "allergy"),
+    ("Ana's daughter Lia starts school in Porto in September", "fact", None),
+    ("We decided to move the team offsite to the second week of June", "decision", None),
+    ("Always answer Ana in Portuguese unless she writes in English", "instruction", "language"),
+    ("Ana runs the Lisbon half marathon every March", "event", None),
+    ("Book the dentist for Ana before the end of the month", "task", None),
+    ("Ana drinks her coffee black, no sugar", "preference", "coffee"),
+    ("Ana's manager is Rui Costa, head of platform engineering", "fact", "manager"),
+    ("Ana works remotely on Fridays and is offline after 17:00", "fact", "schedule"),
+]
+
+
+def tokens(text: str) -> float:
+    return len(text) / 4
+
+
+class TestBudgets:
+    async def test_the_default_tool_definitions_fit(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key, "/mcp") as s:
+            tools = (await s.list_tools()).tools
+        sent = [
+            json.dumps({"name": t.name, "description": t.description, "input_schema": t.input_schema}) for t in tools
+        ]
+        total = sum(tokens(d) for d in sent)
+        assert total <= TOOLS_BUDGET, f"{len(tools)} tools cost {total:.0f} tokens > {TOOLS_BUDGET}"
+        # The core is still what a model needs to keep and use memory.
+        assert {"memory_store", "memory_search", "memory_get_context", "memory_forget"} <= {t.name for t in tools}
+
+    async def test_a_ten_hit_search_fits(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key, "/mcp") as s:
+            for content, type_, key in MEMORIES:
+                await call(s, "memory_store", content=content, type=type_, key=key, user_id="ana")
+            result = await s.call_tool("memory_search", {"query": "what do we know about Ana?", "user_id": "ana"})
+        assert not result.is_error and result.structured_content is not None
+        assert len(result.structured_content["results"]) == 10
+        text = "".join(block.text for block in result.content)  # type: ignore[union-attr]
+        structured = json.dumps(result.structured_content)
+        assert tokens(text) <= SEARCH_BUDGET, f"text content: {tokens(text):.0f} tokens > {SEARCH_BUDGET}"
+        assert tokens(structured) <= SEARCH_BUDGET, f"structured: {tokens(structured):.0f} tokens > {SEARCH_BUDGET}"
+        # Lean, not empty: every hit still carries what a model acts on.
+        for hit in result.structured_content["results"]:
+            assert {"id", "content", "type", "date", "score"} <= hit.keys()
+
+    async def test_context_is_the_block_alone(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key, "/mcp") as s:
+            for content, type_, key in MEMORIES:
+                await call(s, "memory_store", content=content, type=type_, key=key, user_id="ana")
+            result = await s.call_tool("memory_get_context", {"user_id": "ana", "token_budget": 400})
+        assert not result.is_error and result.structured_content is not None
+        text = "".join(block.text for block in result.content)  # type: ignore[union-attr]
+        # What the model reads is the block (within its budget), not the block again inside JSON.
+        assert text.startswith(result.structured_content["context"])
+        assert tokens(text) <= 400 + 25
