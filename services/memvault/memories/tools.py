@@ -80,6 +80,9 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         importance: Annotated[float, Field(ge=0, le=1, description="0..1, how much it matters.")] = 0.5,
         valid_from: Annotated[datetime | None, Field(description="When it became true, if not now.")] = None,
         namespace: Namespace = None,
+        entity: Annotated[
+            str | None, Field(description="Link it to this entity: its id, or its name or alias.")
+        ] = None,
     ) -> MemoryOut:
         meta = dict(metadata or {})
         meta.update({k: v for k, v in (("role", role), ("speaker", speaker)) if v})
@@ -94,6 +97,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
             metadata=meta,
             importance=importance,
             valid_from=valid_from,
+            entity_names=[entity] if entity else [],
         )
         return await call.api.store(call.p, call.ns(namespace), body)
 
@@ -139,6 +143,9 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         rerank: Annotated[bool | None, Field(description="Rerank the top hits if configured; default: if so.")] = None,
         rewrite: Annotated[bool | None, Field(description="Rewrite the query (HyDE) if configured.")] = None,
         namespace: Namespace = None,
+        entity: Annotated[
+            str | None, Field(description="Only memories linked to this entity: its id, or its name or alias.")
+        ] = None,
     ) -> SearchOut:
         req = SearchIn(
             query=query,
@@ -150,6 +157,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
             fusion=fusion,
             rerank=rerank,
             rewrite=rewrite,
+            entity=entity,
             filters=MemoryFilters(
                 user_id=user_id,
                 session_id=session_id,
