@@ -81,6 +81,17 @@ async def paths(
     return sorted(found, key=lambda p: len(p[1]))
 
 
+async def relations_by_ids(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, Relation]:
+    if not ids:
+        return {}
+    stmt = select(Relation).where(
+        Relation.tenant_id == tenant_id, Relation.namespace_id == namespace_id, Relation.id.in_(list(ids))
+    )
+    return {r.id: r for r in (await s.scalars(stmt)).all()}
+
+
 async def related(
     s: AsyncSession,
     tenant_id: uuid.UUID,

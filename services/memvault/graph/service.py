@@ -111,9 +111,7 @@ class GraphOps(FacadeBase):
             found = found[:limit]
             entity_ids = list(dict.fromkeys(e for nodes, _ in found for e in nodes))
             entities = await entities_repo.by_ids(s, tenant, ns_id, entity_ids)
-            relations, _ = await entities_repo.relations_among(s, tenant, ns_id, entity_ids, valid_at)
-        on_path = {r for _, rels in found for r in rels}
-        by_id = {r.id: r for r in relations if r.id in on_path}
+            by_id = await repo.relations_by_ids(s, tenant, ns_id, list(dict.fromkeys(r for _, rs in found for r in rs)))
         return PathsOut(
             source=entity_out(src, ns),
             target=entity_out(dst, ns),
