@@ -18,6 +18,7 @@ from memvault.events.service import EventOps
 from memvault.extraction.service import ExtractionOps
 from memvault.facade import FacadeBase
 from memvault.forget.service import ForgetOps
+from memvault.graph.service import GraphOps
 from memvault.idempotency.service import IdempotencyOps
 from memvault.jobs.registry import job_handlers
 from memvault.jobs.service import JobOps
@@ -58,6 +59,7 @@ class NamespaceAPI(
     MemoryOps,
     SearchOps,
     EntityOps,
+    GraphOps,
     EventOps,
     TraceOps,
     ForgetOps,

@@ -33,6 +33,7 @@ from memvault.gateway.middleware import (
     RateLimitHeadersMiddleware,
     RequestIdMiddleware,
 )
+from memvault.graph.router import router as graph_router
 from memvault.jobs.dispatch import start_dispatcher
 from memvault.jobs.router import router as jobs_router
 from memvault.jobs.schedule import run_in_process
@@ -175,6 +176,7 @@ def create_app(
         keys_router,
         events_router,
         entities_router,
+        graph_router,
         traces_router,
         forget_router,
         portability_router,

@@ -86,6 +86,55 @@ async def find_by_name(
     return await s.scalar(stmt, execution_options={"populate_existing": True})
 
 
+async def lookup(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, name: str, *, type_: str | None = None, limit: int
+) -> list[Entity]:
+    """Entities called `name`, ignoring case: those whose name it is first, then those for which
+    it is an alias, each group by name."""
+    wanted = name.strip().lower()
+    alias = func.unnest(Entity.aliases).table_valued("a").render_derived()
+    by_alias = exists(select(literal(1)).select_from(alias).where(func.lower(alias.c.a) == wanted))
+    by_name = func.lower(Entity.name) == wanted
+    stmt = select(Entity).where(*_entity_scope(tenant_id, namespace_id), or_(by_name, by_alias))
+    if type_ is not None:
+        stmt = stmt.where(Entity.type == type_)
+    stmt = stmt.order_by(by_name.desc(), Entity.name, Entity.id).limit(limit)
+    return list((await s.scalars(stmt)).all())
+
+
+async def resolve(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, ref: str | uuid.UUID, *, field: str
+) -> Entity:
+    """The one entity `ref` names: an id, else a name, else an alias (ignoring case). A name two
+    entities share (Paris the city and Paris the person) is refused with both candidates, so the
+    caller can pass an id instead of acting on the wrong one."""
+    entity_id = ref if isinstance(ref, uuid.UUID) else _as_uuid(ref)
+    if entity_id is not None:
+        found = await get(s, tenant_id, namespace_id, entity_id)
+        if found is None:
+            raise EntityNotFound(f"No entity {entity_id} in this namespace.", extra={"field": field})
+        return found
+    matches = await lookup(s, tenant_id, namespace_id, str(ref), limit=10)
+    named = [e for e in matches if e.name.lower() == str(ref).strip().lower()] or matches
+    if not named:
+        raise EntityNotFound(f"No entity named '{ref}' in this namespace.", extra={"field": field})
+    if len(named) > 1:
+        candidates = [{"id": str(e.id), "name": e.name, "type": e.type} for e in named]
+        listed = ", ".join(f"{c['name']} ({c['type']}, {c['id']})" for c in candidates)
+        raise InvalidInput(
+            f"'{ref}' names {len(named)} entities: {listed}; pass one's id.",
+            extra={"field": field, "candidates": candidates},
+        )
+    return named[0]
+
+
+def _as_uuid(ref: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(ref.strip())
+    except ValueError:
+        return None
+
+
 async def insert_entity(
     s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, body: EntityIn, actor: str
 ) -> Entity | None:

@@ -8,7 +8,6 @@ from pydantic import AfterValidator
 
 from memvault.entities.schemas import (
     MAX_HOPS,
-    RELATION_TYPE,
     EntityGraph,
     EntityIn,
     EntityOut,
@@ -20,6 +19,7 @@ from memvault.entities.schemas import (
     RelationIn,
     RelationOut,
     RelationPage,
+    RelationType,
 )
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
 from memvault.gateway.idempotency import IDEMPOTENT
@@ -121,7 +121,7 @@ async def list_relations(
     p: ReadPrincipal,
     api: Api,
     entity_id: Annotated[uuid.UUID | None, Query(description="Relations with this entity at either end.")] = None,
-    type: Annotated[str | None, Query(pattern=RELATION_TYPE)] = None,
+    type: Annotated[RelationType | None, Query()] = None,
     valid_at: ValidAt = None,
     limit: Limit = 50,
     cursor: Cursor = None,

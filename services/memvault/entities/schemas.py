@@ -13,8 +13,9 @@ from memvault.memories.schemas import MemoryType, Metadata, Timestamp, no_nul
 MAX_ALIASES = 50
 MAX_HOPS = 3
 MAX_LINKS = 100
-# A relation type is a short snake_case verb phrase: works_at, sister_of, located_in.
-RELATION_TYPE = r"^[a-z][a-z0-9_]{0,62}$"
+# A relation type is a short snake_case verb phrase: works_at, sister_of, located_in. Other
+# servers (and the models trained on them) write WORKS_AT; either case is accepted and stored lower.
+RELATION_TYPE = r"^[A-Za-z][A-Za-z0-9_]{0,62}$"
 
 
 class EntityType(StrEnum):
@@ -48,7 +49,18 @@ def _distinct(v: list[str]) -> list[str]:
 Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(no_nul), AfterValidator(_trimmed)]
 Aliases = Annotated[list[Name], Field(max_length=MAX_ALIASES), AfterValidator(_distinct)]
 Description = Annotated[str | None, Field(default=None, max_length=4000), AfterValidator(no_nul)]
-RelationType = Annotated[str, Field(pattern=RELATION_TYPE, description="snake_case verb, e.g. works_at.")]
+
+
+def relation_type(v: str) -> str:
+    """The one place a relation type is normalised: `WORKS_AT` and `works_at` are the same type."""
+    return v.lower()
+
+
+RelationType = Annotated[
+    str,
+    Field(pattern=RELATION_TYPE, description="snake_case verb, e.g. works_at (WORKS_AT is the same)."),
+    AfterValidator(relation_type),
+]
 
 
 class EntityIn(Body):

@@ -73,7 +73,6 @@ def relation_out(r: Relation, namespace: str) -> RelationOut:
     )
 
 
-
 def _as_utc(at: datetime | None) -> datetime | None:
     if at is None or at.tzinfo is not None:
         return at

@@ -68,7 +68,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
     async def entity_relate(
         call: ToolCall,
         source_id: uuid.UUID,
-        type: Annotated[str, Field(description="snake_case verb, e.g. works_at.")],
+        type: Annotated[str, Field(description="snake_case verb, e.g. works_at (WORKS_AT is the same).")],
         target_id: uuid.UUID,
         valid_from: datetime | None = None,
         valid_to: datetime | None = None,

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from memvault import __version__
 from memvault.entities import tools as entity_tools
 from memvault.events import tools as event_tools
+from memvault.graph import tools as graph_tools
 from memvault.mcp import prompts, resources, setup, setup_tools
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.schema import lean_tools
@@ -25,7 +26,7 @@ from memvault.traces import tools as trace_tools
 Profile = Literal["core", "extended"]
 
 # Each capability's tools.py has register(server, rt, *, extended); a new capability adds its module here.
-TOOL_MODULES = (memory_tools, event_tools, entity_tools, trace_tools, setup_tools)
+TOOL_MODULES = (memory_tools, event_tools, entity_tools, trace_tools, graph_tools, setup_tools)
 
 INSTRUCTIONS = """\
 memvault is your long-term memory across conversations. Use it like this:

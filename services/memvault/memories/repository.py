@@ -31,6 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from memvault.db.pagination import newest_first
+from memvault.entities.models import MemoryEntity
 from memvault.memories.models import Memory, MemoryHistoryEntry
 from memvault.memories.schemas import SCOPE_RANK, MemoryFilters, MemoryState
 from memvault.principal import SYSTEM_TENANT_ID
@@ -70,6 +71,7 @@ class _Terms:
     metadata: Any = None
     since: Any = None
     until: Any = None
+    entity_id: Any = None
 
 
 def live_read(f: MemoryFilters | None) -> bool:
@@ -102,6 +104,7 @@ def _values(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters) -> 
         "metadata": f.metadata or None,
         "since": f.since,
         "until": f.until,
+        "entity_id": f.entity_id,
     }
 
 
@@ -167,6 +170,14 @@ def _fields(t: _Terms) -> list[ColumnElement[bool]]:
         conds.append(date_of(Memory) >= t.since)
     if t.until is not None:
         conds.append(date_of(Memory) < t.until)
+    if t.entity_id is not None:
+        conds.append(
+            exists().where(
+                MemoryEntity.tenant_id == Memory.tenant_id,
+                MemoryEntity.memory_id == Memory.id,
+                MemoryEntity.entity_id == t.entity_id,
+            )
+        )
     return conds
 
 

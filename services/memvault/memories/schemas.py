@@ -122,6 +122,11 @@ class MemoryIn(_ValidRange):
     agent_id: OwnerId = None
     session_id: OwnerId = None
     entity_ids: list[uuid.UUID] = Field(default_factory=list, max_length=50, description="Entities it concerns.")
+    entity_names: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list,
+        max_length=50,
+        description="Entities it concerns, by name or alias (any case); each must name one entity of the namespace.",
+    )
     source_event_ids: list[uuid.UUID] = Field(
         default_factory=list, max_length=500, description="Events it was extracted from (provenance)."
     )
@@ -250,6 +255,7 @@ class MemoryFilters(Body):
     )
     until: Timestamp = Field(default=None, description="Memories dated before this time (see `since`).")
     include_archived: bool = Field(default=False, description="Also return archived memories.")
+    entity_id: uuid.UUID | None = Field(default=None, description="Only memories linked to this entity.")
 
     @field_validator("until")
     @classmethod

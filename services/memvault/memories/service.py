@@ -203,13 +203,17 @@ class MemoryOps(FacadeBase):
         from memvault.entities import repository as entities_repo
 
         for m, b in zip(created, bodies, strict=True):
-            if b.entity_ids:
+            if b.entity_ids or b.entity_names:
                 if m.namespace_id is None:
                     raise InvalidInput(
                         "entities belong to a namespace; only namespace, user and session memories link to them",
-                        extra={"field": "entity_ids"},
+                        extra={"field": "entity_ids" if b.entity_ids else "entity_names"},
                     )
-                await entities_repo.link_memories(tx.session, m.tenant_id, namespace_id, m.id, b.entity_ids)
+                named = [
+                    (await entities_repo.resolve(tx.session, m.tenant_id, namespace_id, name, field="entity_names")).id
+                    for name in b.entity_names
+                ]
+                await entities_repo.link_memories(tx.session, m.tenant_id, namespace_id, m.id, [*b.entity_ids, *named])
 
     async def _write(
         self, tx: TenantTx, p: Principal, rows: list[dict[str, Any]], bodies: list[MemoryIn]

@@ -77,6 +77,9 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         importance: Annotated[float, Field(ge=0, le=1, description="0..1, how much it matters.")] = 0.5,
         valid_from: Annotated[datetime | None, Field(description="When it became true, if not now.")] = None,
         namespace: Namespace = None,
+        entity: Annotated[
+            str | None, Field(description="Link it to this entity: its id, or its name or alias.")
+        ] = None,
     ) -> MemoryOut:
         meta = dict(metadata or {})
         meta.update({k: v for k, v in (("role", role), ("speaker", speaker)) if v})
@@ -91,6 +94,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
             metadata=meta,
             importance=importance,
             valid_from=valid_from,
+            entity_names=[entity] if entity else [],
         )
         return await call.api.store(call.p, call.ns(namespace), body)
 
@@ -117,12 +121,16 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         valid_at: Annotated[datetime | None, Field(description="What was true at this time.")] = None,
         explain: Annotated[bool, Field(description="Also say why each hit ranked (scope, owner, signals).")] = False,
         namespace: Namespace = None,
+        entity: Annotated[
+            str | None, Field(description="Only memories linked to this entity (id, name or alias).")
+        ] = None,
     ) -> Annotated[CallToolResult, Hits]:
         # Ranking knobs (weights, fusion, rerank, rewrite, neighbours) stay on REST and in the
         # namespace's settings: a model does not tune them, and each costs tokens on every turn.
         req = SearchIn(
             query=query,
             limit=limit,
+            entity=entity,
             filters=MemoryFilters(
                 user_id=user_id,
                 session_id=session_id,

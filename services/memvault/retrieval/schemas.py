@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -89,6 +90,12 @@ class SearchIn(Body):
         description="Also search by meaning with a hypothetical answer written by the configured query rewriter "
         "(HyDE). Default: when one is configured; false skips it. `metrics.stages` says what ran.",
     )
+    entity_id: uuid.UUID | None = Field(default=None, description="Only memories linked to this entity.")
+    entity: Annotated[str | None, Field(min_length=1, max_length=200), AfterValidator(no_nul)] = Field(
+        default=None,
+        description="Only memories linked to the entity of this name or alias (any case); an unknown or "
+        "ambiguous name is refused.",
+    )
 
     @field_validator("weights")
     @classmethod
@@ -102,12 +109,13 @@ class SearchIn(Body):
     @model_validator(mode="after")
     def _time_into_filters(self) -> SearchIn:
         # Top-level for convenience; the filters are what every read path applies.
-        if self.knowledge_at is not None or self.valid_at is not None:
+        if self.knowledge_at is not None or self.valid_at is not None or self.entity_id is not None:
             f = self.filters or MemoryFilters()
             self.filters = f.model_copy(
                 update={
                     "knowledge_at": self.knowledge_at or f.knowledge_at,
                     "valid_at": self.valid_at or f.valid_at,
+                    "entity_id": self.entity_id or f.entity_id,
                 }
             )
         return self

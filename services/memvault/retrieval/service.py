@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from memvault.db.session import TenantTx
 from memvault.embeddings import EmbeddingUnavailable
+from memvault.entities import repository as entities_repo
+from memvault.errors import InvalidInput
 from memvault.facade import FacadeBase, NamespaceNotFound
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
@@ -86,6 +88,8 @@ class SearchOps(FacadeBase):
         """Hybrid search: meaning (vectors) and words (full text) retrieve candidates; recency,
         importance, access, intent and time cues rank them too; weighted reciprocal rank fuses it all."""
         p.require("read", ns)
+        if req.entity is not None or (req.filters is not None and req.filters.entity_id is not None):
+            req = await self._entity_filter(p, ns, req)
         failures: list[str] = []
         started = time.perf_counter()
         second = SecondStage(
@@ -154,6 +158,26 @@ class SearchOps(FacadeBase):
         )
         metrics.observe_search(out.metrics.timings_ms, out.metrics.backend_failures)
         return out
+
+    async def _entity_filter(self, p: Principal, ns: str, req: SearchIn) -> SearchIn:
+        """The request with its entity, named or given by id, checked and resolved to its id: an
+        entity that is not in the namespace is an error rather than an empty answer, so a typo in a
+        name is not mistaken for "nothing is known about it"."""
+        filters = req.filters or MemoryFilters()
+        async with self._open(p, ns, scope=None) as (tx, namespace):
+            if req.entity is not None:
+                found = await entities_repo.resolve(tx.session, p.tenant_id, namespace.id, req.entity, field="entity")
+                if filters.entity_id is not None and filters.entity_id != found.id:
+                    raise InvalidInput(
+                        f"entity '{req.entity}' is not entity {filters.entity_id}; give one of them",
+                        extra={"field": "entity"},
+                    )
+            else:
+                assert filters.entity_id is not None
+                found = await entities_repo.resolve(
+                    tx.session, p.tenant_id, namespace.id, filters.entity_id, field="entity_id"
+                )
+        return req.model_copy(update={"entity": None, "filters": filters.model_copy(update={"entity_id": found.id})})
 
     async def _plan(
         self,
