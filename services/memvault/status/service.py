@@ -153,7 +153,7 @@ class StatusOps(FacadeBase):
             since=first,
             days=days,
             degraded_periods=[
-                PeriodOut(start=a, end=b, minutes=n, state=st, components=names)  # type: ignore[arg-type]
+                PeriodOut(start=a, end=b, minutes=n, state=st, components=names)
                 for a, b, n, st, names in periods
             ],
         )
@@ -171,9 +171,9 @@ class StatusOps(FacadeBase):
                     h = histograms.get((door, kind), {})
                     out.append(
                         LatencyOut(
-                            door=door,  # type: ignore[arg-type]
-                            kind=kind,  # type: ignore[arg-type]
-                            window=window,  # type: ignore[arg-type]
+                            door=door,
+                            kind=kind,
+                            window=window,
                             calls=sum(h.values()),
                             p50_ms=percentile(h, 0.5),
                             p95_ms=percentile(h, 0.95),
