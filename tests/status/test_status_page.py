@@ -99,6 +99,7 @@ class TestHistory:
         # A second sample of a minute (another scheduler) does not count twice.
         await add(api, day + timedelta(minutes=30), "operational")
 
+        api._forget_cached()  # the page's 10 s cache: these samples were added behind its back
         body = (await client.get("/v1/status/history")).json()
         assert len(body["days"]) == 90
         assert body["days"][-1]["day"] == datetime.now(UTC).date().isoformat()
@@ -156,6 +157,7 @@ class TestLatency:
     async def test_rest_searches_and_writes_are_timed_per_door(
         self, api: NamespaceAPI, client: httpx.AsyncClient, tenant_a: Tenant
     ) -> None:
+        api._forget_cached()
         before = {(x.window, x.door, x.kind): x.calls for x in await api.status_latency()}
         await store(client, tenant_a, "Ana prefers green tea")
         r = await client.post(
@@ -163,6 +165,7 @@ class TestLatency:
         )
         assert r.status_code == 200, r.text
         await api._latency.flush()
+        api._forget_cached()
         after = {(x.window, x.door, x.kind): x for x in await api.status_latency()}
         for kind in ("search", "write"):
             for window in ("hour", "day"):
@@ -186,3 +189,15 @@ class TestPage:
         assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
         assert (await client.get("/static/../app.py")).status_code == 404
         assert (await client.get("/static/other.css")).status_code == 404
+
+
+async def test_history_and_latency_are_read_once_per_interval(api: NamespaceAPI) -> None:
+    """The page is public: a burst of visitors reads the tables once, not once each."""
+    api._forget_cached()
+    first = await asyncio.gather(*(api.status_history() for _ in range(5)))
+    assert all(h is first[0] for h in first)
+    await add(api, datetime.now(UTC) - timedelta(days=3), "degraded", ["redis"])
+    assert await api.status_history() is first[0]  # within the 10 s
+    # A sample taken by this process's tick shows at once.
+    await api.record_health_sample()
+    assert await api.status_history() is not first[0]

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memvault import operator
 from memvault.facade import FacadeBase
@@ -26,6 +28,11 @@ MAX_PERIODS = 50
 CHECK_TIMEOUT_S = 3.0
 # Where RQ registers its live workers (rq.worker_registration.REDIS_WORKER_KEYS).
 RQ_WORKERS_KEY = "rq:workers"
+# The history and the latency figures are read at most this often per process: the page is public,
+# and with 90 days of samples each read takes about 100 ms of the database (docs/operations.md).
+CACHE_S = 10.0
+
+T = TypeVar("T")
 
 
 def overall(components: list[ComponentOut]) -> State:
@@ -107,6 +114,29 @@ class StatusOps(FacadeBase):
         )
         return components
 
+    async def _cached(self, key: str, compute: Callable[[], Awaitable[T]]) -> T:
+        """``compute()``'s result, shared by every caller for CACHE_S seconds; callers arriving
+        while it runs wait for the same run instead of starting their own."""
+        cache: dict[str, tuple[float, asyncio.Task[Any]]] = self.__dict__.setdefault("_status_cache", {})
+        loop = asyncio.get_running_loop()
+        held = cache.get(key)
+        if held is None or time.monotonic() - held[0] >= CACHE_S or held[1].get_loop() is not loop:
+
+            async def run() -> T:
+                return await compute()
+
+            held = (time.monotonic(), loop.create_task(run(), name=f"memvault-status-{key}"))
+            cache[key] = held
+        try:
+            return await asyncio.shield(held[1])
+        except Exception:
+            if cache.get(key) is held:  # the next caller tries again
+                del cache[key]
+            raise
+
+    def _forget_cached(self) -> None:
+        self.__dict__.get("_status_cache", {}).clear()
+
     async def _queued_jobs(self) -> int | None:
         try:
             async with asyncio.timeout(CHECK_TIMEOUT_S):
@@ -133,11 +163,17 @@ class StatusOps(FacadeBase):
             added = await repo.add_sample(s, now, state, degraded)
             await repo.prune_samples(s, now - timedelta(days=HISTORY_DAYS))
             await repo.prune_latencies(s, now - LATENCY_KEPT)
+        self._forget_cached()
         return {"minute": now.replace(second=0, microsecond=0).isoformat(), "state": state, "recorded": added}
 
     async def status_history(self, *, now: datetime | None = None) -> HistoryOut:
-        """The last 90 UTC days (today included), a day per entry, and the periods not operational."""
-        now = now or datetime.now(UTC)
+        """The last 90 UTC days (today included), a day per entry, and the periods not operational
+        (up to CACHE_S seconds old)."""
+        if now is None:
+            return await self._cached("history", lambda: self._history(datetime.now(UTC)))
+        return await self._history(now)
+
+    async def _history(self, now: datetime) -> HistoryOut:
         first = (now - timedelta(days=HISTORY_DAYS - 1)).date()
         since = datetime(first.year, first.month, first.day, tzinfo=UTC)
         async with self._db.unscoped() as s:
@@ -153,15 +189,18 @@ class StatusOps(FacadeBase):
             since=first,
             days=days,
             degraded_periods=[
-                PeriodOut(start=a, end=b, minutes=n, state=st, components=names)
-                for a, b, n, st, names in periods
+                PeriodOut(start=a, end=b, minutes=n, state=st, components=names) for a, b, n, st, names in periods
             ],
         )
 
     async def status_latency(self, *, now: datetime | None = None) -> list[LatencyOut]:
         """p50 and p95 of searches and writes per door over the last hour and the last day, all
-        replicas together (what they have written: up to a few seconds late)."""
-        now = now or datetime.now(UTC)
+        replicas together (what they have written: up to a few seconds late, and CACHE_S more)."""
+        if now is None:
+            return await self._cached("latency", lambda: self._latency_now(datetime.now(UTC)))
+        return await self._latency_now(now)
+
+    async def _latency_now(self, now: datetime) -> list[LatencyOut]:
         out = []
         for window, span in (("hour", timedelta(hours=1)), ("day", timedelta(days=1))):
             async with self._db.unscoped() as s:
