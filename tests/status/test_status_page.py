@@ -18,6 +18,7 @@ from memvault.jobs.runner import JobContext
 from memvault.status import repository as repo
 from memvault.status.latency import BOUNDS_MS, bucket_of, percentile
 from tests.conftest import Tenant
+from tests.mcp.conftest import call, mcp_session
 from tests.servers import free_port
 from tests.status.test_router import app_client, store
 
@@ -172,6 +173,29 @@ class TestLatency:
                 assert after[(window, "rest", kind)].calls == before[(window, "rest", kind)] + 1
             assert after[("hour", "rest", kind)].p95_ms is not None
         assert after[("hour", "mcp", "search")].calls == before[("hour", "mcp", "search")]
+
+    async def test_each_door_is_its_own_row(
+        self,
+        api: NamespaceAPI,
+        client: httpx.AsyncClient,
+        base_url: str,
+        tenant_a: Tenant,
+    ) -> None:
+        api._forget_cached()
+        before = {(x.door, x.kind): x.calls for x in await api.status_latency() if x.window == "hour"}
+        async with mcp_session(base_url, tenant_a.key) as s:
+            await call(s, "memory_store", content="Standup is at 9:30")
+            await call(s, "memory_search", query="standup")
+            await call(s, "memory_search", query="when is standup")
+        # The SDK names itself in its User-Agent.
+        sdk = {**tenant_a.headers, "User-Agent": "memvault-sdk/0.1.0"}
+        r = await client.post(f"/v1/namespaces/{tenant_a.namespace}/search", json={"query": "standup"}, headers=sdk)
+        assert r.status_code == 200, r.text
+        await api._latency.flush()
+        api._forget_cached()
+        after = {(x.door, x.kind): x.calls for x in await api.status_latency() if x.window == "hour"}
+        grew = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+        assert grew == {("mcp", "write"): 1, ("mcp", "search"): 2, ("sdk", "search"): 1}
 
 
 class TestPage:

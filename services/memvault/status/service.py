@@ -138,9 +138,15 @@ class StatusOps(FacadeBase):
         self.__dict__.get("_status_cache", {}).clear()
 
     async def _queued_jobs(self) -> int | None:
-        try:
+        """Jobs waiting, all tenants together; read as the owner, whose pool is small and serves
+        sign-ups: shared for CACHE_S seconds like the history, whatever the page's traffic."""
+
+        async def count() -> int:
             async with asyncio.timeout(CHECK_TIMEOUT_S):
                 return sum((await operator.queued_jobs_by_kind(self._db)).values())
+
+        try:
+            return await self._cached("queued", count)
         except Exception:
             log.warning("could not count the queued jobs", exc_info=True)
             return None
