@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install everything the test suite needs (redis-server included), start Redis if nothing answers
+# Install everything the test suite needs (redis-server, Chromium and chromedriver included), start Redis if nothing answers
 # on 127.0.0.1:6379, lint, type-check, and run the whole suite, fault-injection tests included (marker
 # `faults`). Extra arguments go to pytest.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -22,6 +22,15 @@ if ! command -v redis-server >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
   $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
 fi
+
+# tests/browser drives the pages in Debian's Chromium, headless, through its chromedriver (selenium,
+# from the dev extras). Installed here, the browser tests must run: they fail instead of skipping.
+if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
+  echo "installing chromium and chromium-driver" >&2
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+export MEMVAULT_REQUIRE_BROWSER=1
 
 if ! redis_up; then
   echo "starting redis-server on 127.0.0.1:6379" >&2

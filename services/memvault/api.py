@@ -38,6 +38,7 @@ from memvault.plans.service import LimitOps
 from memvault.portability.service import PortabilityOps
 from memvault.principal import Principal
 from memvault.retrieval.service import SearchOps
+from memvault.status.service import StatusOps
 from memvault.traces.service import TraceOps
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class NamespaceAPI(
     OperatorOps,
     LimitOps,
     OverviewOps,
+    StatusOps,
     FacadeBase,
 ):
     # ---- status ---------------------------------------------------------------------------

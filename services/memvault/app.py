@@ -36,7 +36,7 @@ from memvault.gateway.middleware import (
 from memvault.graph.router import router as graph_router
 from memvault.jobs.dispatch import start_dispatcher
 from memvault.jobs.router import router as jobs_router
-from memvault.jobs.schedule import run_in_process
+from memvault.jobs.schedule import run_in_process, sample_in_process
 from memvault.keys.router import router as keys_router
 from memvault.maintenance.router import router as maintenance_router
 from memvault.mcp import http as mcp_http
@@ -58,6 +58,7 @@ from memvault.retrieval.rewrite import QueryRewriter, build_rewriter
 from memvault.runtime import database_urls, embedded_supervisor
 from memvault.status.router import router as status_router
 from memvault.traces.router import router as traces_router
+from memvault.web.router import router as web_router
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +108,11 @@ def create_app(
         app.state.settings = settings
         # With Redis, periodic maintenance is `memvault scheduler`'s (RQ cron); without, this process's.
         ticks: asyncio.Task[None] | None = None
+        samples: asyncio.Task[None] | None = None
         if not settings.redis_url and settings.scheduler_interval_s > 0:
             ticks = asyncio.create_task(run_in_process(app.state.api, settings.scheduler_interval_s))
+            # The status page's health sample, a minute apart, likewise (jobs/schedule.py).
+            samples = asyncio.create_task(sample_in_process(app.state.api))
         # The embedded PostgreSQL (no MEMVAULT_DATABASE_URL) is restarted when it dies (db/embedded.py).
         app.state.supervisor = supervisor = embedded_supervisor(settings)
         watch = asyncio.create_task(supervisor.run()) if supervisor is not None else None
@@ -127,7 +131,7 @@ def create_app(
         finally:
             # What the app leaves behind on shutdown (a test's, an embedded run's) may be collected.
             gc.unfreeze()
-            for task in (ticks, watch):
+            for task in (ticks, samples, watch):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -189,6 +193,7 @@ def create_app(
         usage_router,
         oauth_router,
         metrics_router,
+        web_router,
     ):
         app.include_router(router)
 

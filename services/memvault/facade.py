@@ -34,6 +34,7 @@ from memvault.retrieval.chain import ReaderChains
 from memvault.retrieval.lexical import TermStatsCache
 from memvault.retrieval.rerank import Reranker
 from memvault.retrieval.rewrite import QueryRewriter
+from memvault.status.latency import LatencyRecorder
 
 log = logging.getLogger(__name__)
 
@@ -111,12 +112,16 @@ class FacadeBase:
         # Every operation counted per tenant, key, namespace, door and operation (metering/meter.py).
         self._usage = UsageMeter(db, self._plans)
         self._gates.append(self._usage)
+        # Searches and writes timed per door for the status page (status/latency.py), written like usage.
+        self._latency = LatencyRecorder(db)
+        self._gates.append(self._latency)
 
     async def aclose(self) -> None:
         """Write what is still pending (access counts, usage) and stop counting term statistics. Call
         before disposing of the database."""
         await self._accesses.aclose()
         await self._usage.aclose()
+        await self._latency.aclose()
         await self._limit_gate.aclose()
         loop = asyncio.get_running_loop()
         # A count started on a loop that has ended (a test's) never ran on; only this loop's are awaited.

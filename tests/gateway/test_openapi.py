@@ -19,6 +19,8 @@ NO_CREDENTIAL = {
     ("POST", "/v1/signup/verify"),
     ("POST", "/v1/signup/resend"),
     ("POST", "/v1/invitations/accept"),
+    # The status page's history: the service's own state, public like the page.
+    ("GET", "/v1/status/history"),
 }
 
 

@@ -6,6 +6,10 @@ With Redis, `memvault scheduler` runs RQ's own CronScheduler, which enqueues ``r
 same tick in an asyncio task. Either way the tick is ``NamespaceAPI.queue_due_maintenance``: a
 compare-and-set on the namespace row and a job key naming the run make a second scheduler, or a
 retried tick, queue nothing twice.
+
+Beside it, once a minute, the status page's health sample (``NamespaceAPI.record_health_sample``):
+the same two homes (an RQ job next to ``run_tick``, or a task of `memvault serve`), and the same
+protection against a second scheduler (the first sample of a minute stands).
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ TICK_TIMEOUT_S = 300
 # Kept in Redis to inspect recent ticks with rq's tools; the jobs they queued are in PostgreSQL.
 TICK_RESULT_TTL_S = 3600
 TICK_FAILURE_TTL_S = 24 * 3600
+# One health sample a minute (status/service.py): what the status page's uptime bars are made of.
+SAMPLE_INTERVAL_S = 60
+SAMPLE_TIMEOUT_S = 50
 
 
 def run_tick() -> dict[str, Any]:
@@ -48,6 +55,27 @@ async def _tick(ctx: JobContext) -> dict[str, Any]:
         return (await api.queue_due_maintenance()).model_dump(mode="json")
     finally:
         await jobs.aclose()
+        await db.dispose()
+
+
+def run_sample() -> dict[str, Any]:
+    """The RQ job that the cron scheduler enqueues every minute: the status page's health sample."""
+    return asyncio.run(_sample(worker_context()))
+
+
+async def _sample(ctx: JobContext) -> dict[str, Any]:
+    from redis.asyncio import Redis
+
+    from memvault.api import NamespaceAPI
+
+    db = Database(ctx.urls, pooled=False)
+    redis = Redis.from_url(ctx.settings.redis_url) if ctx.settings.redis_url else None
+    try:
+        api = NamespaceAPI(db, ctx.embedder, ctx.settings, redis=redis)
+        return await api.record_health_sample()
+    finally:
+        if redis is not None:
+            await redis.aclose()
         await db.dispose()
 
 
@@ -75,6 +103,14 @@ def serve_scheduler(settings: Settings) -> None:
             result_ttl=TICK_RESULT_TTL_S,
             failure_ttl=TICK_FAILURE_TTL_S,
         )
+        cron.register(
+            run_sample,
+            QUEUE,
+            interval=SAMPLE_INTERVAL_S,
+            job_timeout=SAMPLE_TIMEOUT_S,
+            result_ttl=TICK_RESULT_TTL_S,
+            failure_ttl=TICK_FAILURE_TTL_S,
+        )
         began = time.monotonic()
         try:
             cron.start()
@@ -97,4 +133,14 @@ async def run_in_process(api: NamespaceAPI, interval_s: float) -> None:
             await api.queue_due_maintenance()
         except Exception:  # the database away for a moment, say: the next tick tries again
             log.exception("periodic maintenance tick failed")
+        await asyncio.sleep(interval_s)
+
+
+async def sample_in_process(api: NamespaceAPI, interval_s: float = SAMPLE_INTERVAL_S) -> None:
+    """The health sample inside `memvault serve` when there is no Redis: now, then every minute."""
+    while True:
+        try:
+            await api.record_health_sample()
+        except Exception:  # the database away: this minute has no sample, which the page shows
+            log.warning("could not record the health sample", exc_info=True)
         await asyncio.sleep(interval_s)

@@ -1,12 +1,19 @@
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse
 
 from memvault.api import Health
 from memvault.errors import NotReady, Overloaded, Unavailable
 from memvault.gateway.deps import Api, current_principal, optional_auth
+from memvault.status.schemas import HistoryOut
+from memvault.status.service import overall
+from memvault.web.render import page
+
+log = logging.getLogger(__name__)
 
 router = APIRouter(tags=["status"])
 
@@ -60,9 +67,12 @@ async def readyz(request: Request, api: Api) -> dict[str, Any]:
 @router.get("/v1/status")
 @optional_auth
 async def status(request: Request, api: Api) -> dict[str, Any]:
-    """Version and the state of the database, Redis and the embedding model. With an API key,
-    also the caller's tenant, scopes and namespaces."""
+    """Version and the state of the database, Redis and the embedding model; ``components``: each
+    part of the service (API, PostgreSQL, Redis or in-process jobs, background workers with the
+    queue depth, the embedding model) with its state, and ``state`` the overall one (operational,
+    degraded, down). With an API key, also the caller's tenant, scopes and namespaces."""
     health = await api.health()
+    components = await api.status_components(health)
     ok = health.database and health.redis is not False
     body: dict[str, Any] = {
         "status": "ok" if ok else "degraded",
@@ -71,8 +81,42 @@ async def status(request: Request, api: Api) -> dict[str, Any]:
         "redis": _redis_state(health),
         "embedding_model": health.embedding_model,
         "jobs": "redis" if health.redis is not None else "in-process",
+        "state": overall(components),
+        "components": [c.model_dump(exclude_none=True) for c in components],
     }
     if request.headers.get("authorization"):
         principal = await current_principal(request, api)
         body["principal"] = await api.tenant_summary(principal)
     return body
+
+
+@router.get("/v1/status/history")
+async def status_history(api: Api) -> HistoryOut:
+    """The last 90 days of the scheduler's health samples (one a minute), a day per entry with the
+    minutes sampled, degraded and down, and the periods that were not operational (newest 50)."""
+    return await api.status_history()
+
+
+@router.get("/status", include_in_schema=False, response_class=HTMLResponse)
+async def status_page(api: Api) -> HTMLResponse:
+    """The public status page: what /v1/status, /v1/status/history and the latency figures say,
+    for a person. Nothing about any tenant."""
+    health = await api.health()
+    components = await api.status_components(health)
+    try:
+        history = await api.status_history()
+        latency = await api.status_latency()
+    except Exception:  # the database away: the page still shows the components, which say so
+        log.warning("could not read the status history", exc_info=True)
+        history, latency = None, []
+    state = overall(components)
+    return page(
+        "status.html",
+        {
+            "state": state,
+            "components": components,
+            "history": history,
+            "latency": {(x.window, x.door, x.kind): x for x in latency},
+            "version": health.version,
+        },
+    )
