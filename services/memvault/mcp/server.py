@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from memvault import __version__
 from memvault.entities import tools as entity_tools
@@ -48,6 +48,10 @@ class Status(BaseModel):
     scopes: list[str]
     namespaces: list[str]
     memories: int
+    acting_as_user: str | None = Field(
+        description="The signed-in user whose memories every call reads and writes; null: the user_id each "
+        "call names (an API key serving many users)."
+    )
 
 
 def build_server(rt: Runtime, profile: Profile = "extended") -> MCPServer:
@@ -77,6 +81,7 @@ def build_server(rt: Runtime, profile: Profile = "extended") -> MCPServer:
             scopes=summary["scopes"],
             namespaces=summary["namespaces"],
             memories=summary["memories"],
+            acting_as_user=summary["acting_as_user"],
         )
 
     if extended:
