@@ -87,6 +87,16 @@ class Principal:
             extra={"field": "user_id", "acting_as_user": self.user_id},
         )
 
+    @property
+    def reader(self) -> str | None:
+        """The user whose things alone this principal reaches by id (another user's are not
+        there for it); None when it reaches every user's (an API key, a job, ACT_AS)."""
+        return None if self.user_id is None or self.has(ACT_AS) else self.user_id
+
+    def sees_owner(self, owner: str | None) -> bool:
+        """Whether a thing owned by user ``owner`` (None: by no user) is there for this principal."""
+        return owner is None or self.reader is None or owner == self.reader
+
     def has(self, scope: str) -> bool:
         return any(scope in _IMPLIED[s] for s in self.scopes if s in _IMPLIED)
 

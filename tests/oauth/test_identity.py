@@ -64,6 +64,8 @@ class TestTwoMembers:
             # Shared with the team only when she says so.
             shared = await call(s, "memory_store", content="The office wifi is on floor 2", scope="namespace")
             assert shared["scope"] == "namespace" and shared["user_id"] is None
+            said = [{"role": "user", "content": "The nurse said my results are fine"}]
+            await call(s, "memory_ingest", session_id="checkup", messages=said)
             assert SECRET_FACT in contents(await call(s, "memory_search", query="blood type"))
             assert SECRET_FACT in (await call(s, "memory_get_context", query="blood type"))["context"]
 
@@ -87,6 +89,12 @@ class TestTwoMembers:
                     "memory_not_found"
                 )
                 assert (await fails(s, "memory_forget", memory_id=memory_id, hard=True)).startswith("memory_not_found")
+
+            # Her conversation is not there for him, nor can he add to it (and so take it over).
+            assert (await fails(s, "session_messages", session_id="checkup")).startswith("session_not_found")
+            assert [x["id"] for x in (await call(s, "session_list"))["data"]] == []
+            joined = await fails(s, "memory_ingest", session_id="checkup", messages=said)
+            assert joined.startswith("user_mismatch"), joined
 
             # Nor through the resources.
             with pytest.raises(MCPError):
@@ -115,14 +123,17 @@ class TestTwoMembers:
 
         # Her memories are all still there, unchanged, for her.
         async with mcp_session(oauth_server.base, ana_token) as s:
+            page = await call(s, "session_messages", session_id="checkup")
+            assert [m["content"] for m in page["data"]] == [said[0]["content"]]
             got = await call(s, "memory_get", memory_id=mine["id"])
             assert got["content"] == SECRET_FACT and got["state"] == "stable"
             assert {m["content"] for m in (await call(s, "memory_list", limit=100))["data"]} == {
                 SECRET_FACT,
                 "Ana prefers aisle seats",
-                "Ana's locker code hint is the bird",
                 "The office wifi is on floor 2",
             }
+            in_room = await call(s, "memory_search", query="locker code", session_id="shared-room")
+            assert "Ana's locker code hint is the bird" in contents(in_room)
 
     async def test_an_api_key_still_serves_many_users_by_user_id(
         self, oauth_server: Server, http: httpx.AsyncClient, ana: User, tenant_a: Tenant

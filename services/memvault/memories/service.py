@@ -258,7 +258,7 @@ class MemoryOps(FacadeBase):
             async with self._open(p, ns, scope=None) as (tx, namespace):
                 # One statement both counts the access and returns the row as it now is.
                 m = await repo.get_and_touch(
-                    tx.session, p.tenant_id, namespace.id, memory_id, accesses=1 + pending, reader=p.user_id
+                    tx.session, p.tenant_id, namespace.id, memory_id, accesses=1 + pending, reader=p.reader
                 )
                 if m is None:
                     m = await repo.get_system(tx.session, memory_id)
@@ -291,7 +291,7 @@ class MemoryOps(FacadeBase):
         """Every version of a memory and every change to them, with who and when."""
         async with self._open(p, ns, "read") as (tx, namespace):
             tenant = p.tenant_id
-            if await repo.get(tx.session, tenant, namespace.id, memory_id, reader=p.user_id) is None:
+            if await repo.get(tx.session, tenant, namespace.id, memory_id, reader=p.reader) is None:
                 if await repo.get_system(tx.session, memory_id) is None:
                     raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
                 tenant = SYSTEM_TENANT_ID
@@ -323,7 +323,7 @@ class MemoryOps(FacadeBase):
         """The memory locked for change in the transaction that may change it: the caller's
         tenant for its own memories, the system tenant's for an operator's system memories."""
         async with self._open(p, ns, "write") as (tx, namespace):
-            m = await repo.get(tx.session, p.tenant_id, namespace.id, memory_id, lock=True, reader=p.user_id)
+            m = await repo.get(tx.session, p.tenant_id, namespace.id, memory_id, lock=True, reader=p.reader)
             if m is not None:
                 _may_write_level(p, m.scope)
                 yield tx, m
