@@ -35,7 +35,6 @@ class UserMismatch(Forbidden):
     title = "Another user"
 
 
-
 @dataclass(frozen=True)
 class Principal:
     tenant_id: uuid.UUID

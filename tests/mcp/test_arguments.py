@@ -36,5 +36,5 @@ class TestArguments:
             # A field refused inside the request model reads the same way.
             blank = await fails(s, "memory_store", content="   ")
             assert blank.startswith("validation_error: field content:"), blank
-            for text in (text, missing, bad_id, blank):
-                assert "errors.pydantic.dev" not in text and "validation error for" not in text
+            for refusal in (text, missing, bad_id, blank):
+                assert "errors.pydantic.dev" not in refusal and "validation error for" not in refusal

@@ -58,8 +58,13 @@ class TestTwoMembers:
             keyed = await call(s, "memory_store", content="Ana prefers aisle seats", key="seat", type="preference")
             assert keyed["user_id"] == str(ana.id)
             # A session memory she chose keeps her as its owner.
-            room = await call(s, "memory_store", content="Ana's locker code hint is the bird", scope="session",
-                              session_id="shared-room")
+            room = await call(
+                s,
+                "memory_store",
+                content="Ana's locker code hint is the bird",
+                scope="session",
+                session_id="shared-room",
+            )
             assert room["scope"] == "session" and room["user_id"] == str(ana.id)
             # Shared with the team only when she says so.
             shared = await call(s, "memory_store", content="The office wifi is on floor 2", scope="namespace")
@@ -113,7 +118,10 @@ class TestTwoMembers:
                 ("memory_list", {"user_id": ana_id}),
                 ("memory_store", {"content": "Ana is allergic to nuts", "user_id": ana_id}),
                 ("memory_forget", {"user_id": ana_id}),
-                ("memory_ingest", {"session_id": "s", "user_id": ana_id, "messages": [{"role": "user", "content": "hi"}]}),
+                (
+                    "memory_ingest",
+                    {"session_id": "s", "user_id": ana_id, "messages": [{"role": "user", "content": "hi"}]},
+                ),
                 ("session_list", {"user_id": ana_id}),
             ):
                 text = await fails(s, tool, **args)

@@ -142,6 +142,9 @@ class MemoryIn(_ValidRange):
     valid_to: Timestamp = None
     # Whether the caller chose the scope (bind_owner leaves a chosen shared scope shared).
     _scope_given: bool = PrivateAttr(default=False)
+    # `scope: user` may come without a user_id when the caller is signed in: the facade binds it
+    # (acting.py) and refuses it for a caller who is not (MemoryOps.store_many).
+    owner_from_caller: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _scope_owner(self) -> MemoryIn:
@@ -150,7 +153,7 @@ class MemoryIn(_ValidRange):
             self.scope = (
                 ScopeLevel.user if self.user_id else ScopeLevel.session if self.session_id else ScopeLevel.namespace
             )
-        if self.scope is ScopeLevel.user and not self.user_id:
+        if self.scope is ScopeLevel.user and not self.user_id and not self.owner_from_caller:
             raise ValueError("scope 'user' needs a user_id")
         if self.scope is ScopeLevel.session and not self.session_id:
             raise ValueError("scope 'session' needs a session_id")

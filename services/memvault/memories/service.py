@@ -154,6 +154,10 @@ class MemoryOps(FacadeBase):
     async def store_many(self, p: Principal, ns: str, bodies: list[MemoryIn]) -> list[MemoryOut]:
         """Store memories in one embedding batch and one transaction: all of them or none."""
         p.require("write", ns)
+        for b in bodies:
+            if b.level is ScopeLevel.user and not b.user_id:
+                # Left open by MemoryIn for a signed-in caller, whose user the binding filled in.
+                raise InvalidInput("scope 'user' needs a user_id", extra={"field": "user_id"})
         levels = {b.level for b in bodies}
         for level in levels:
             _may_write_level(p, level)
