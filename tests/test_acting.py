@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memvault.api import NamespaceAPI
+from memvault.entities.schemas import EntityIn
 from memvault.errors import InvalidInput
 from memvault.memories.schemas import MemoryFilters, MemoryIn, MemoryPatch, ScopeLevel
 from memvault.principal import ACT_AS, Principal, UserMismatch
@@ -46,3 +47,14 @@ class TestBinding:
         # Keyword arguments named user_id are bound too (sessions, traces).
         with pytest.raises(UserMismatch):
             await api.list_sessions(signed_in(tenant_a, "ana"), ns, user_id="bob")
+
+    async def test_an_entity_shows_only_the_readers_memories(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
+        ns = tenant_a.namespace
+        ana, bob = signed_in(tenant_a, "ana"), signed_in(tenant_a, "bob")
+        clinic = await api.create_entity(ana, ns, EntityIn(name="North Clinic"))
+        await api.store(ana, ns, MemoryIn(content="Ana sees Dr Lee at North Clinic", entity_ids=[clinic.id]))
+        shared = MemoryIn(content="North Clinic opens at 8", entity_ids=[clinic.id], scope=ScopeLevel.namespace)
+        await api.store(ana, ns, shared)
+        seen = {m.content for m in (await api.get_entity(bob, ns, clinic.id)).memories}
+        assert seen == {"North Clinic opens at 8"}
+        assert len((await api.get_entity(ana, ns, clinic.id)).memories) == 2

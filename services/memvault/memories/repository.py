@@ -54,8 +54,13 @@ def scope_conditions(
         ),
     ]
     if reader is not None:
-        conds.append(or_(Memory.scope.not_in(["user", "session"]), Memory.user_id.is_(None), Memory.user_id == reader))
+        conds.append(readable_by(reader))
     return conds
+
+
+def readable_by(reader: str) -> ColumnElement[bool]:
+    """Rows a signed-in user may see (Principal.reader): all but other users' own memories."""
+    return or_(Memory.scope.not_in(["user", "session"]), Memory.user_id.is_(None), Memory.user_id == reader)
 
 
 @dataclass(frozen=True)
