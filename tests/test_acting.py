@@ -7,9 +7,10 @@ import pytest
 
 from memvault.api import NamespaceAPI
 from memvault.entities.schemas import EntityIn
-from memvault.errors import InvalidInput
+from memvault.errors import InvalidInput, NotFound
 from memvault.memories.schemas import MemoryFilters, MemoryIn, MemoryPatch, ScopeLevel
 from memvault.principal import ACT_AS, Principal, UserMismatch
+from memvault.traces.schemas import TraceCompleteIn, TraceIn, TraceStepIn
 from tests.conftest import Tenant
 
 
@@ -58,3 +59,18 @@ class TestBinding:
         seen = {m.content for m in (await api.get_entity(bob, ns, clinic.id)).memories}
         assert seen == {"North Clinic opens at 8"}
         assert len((await api.get_entity(ana, ns, clinic.id)).memories) == 2
+
+    async def test_another_users_trace_is_not_there(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
+        ns = tenant_a.namespace
+        ana, bob = signed_in(tenant_a, "ana"), signed_in(tenant_a, "bob")
+        trace = await api.start_trace(ana, ns, TraceIn(task="Book Ana's clinic visit"))
+        assert trace.user_id == "ana"
+        for attempt in (
+            api.get_trace(bob, ns, trace.id),
+            api.add_trace_step(bob, ns, trace.id, TraceStepIn(thought="peek")),
+            api.complete_trace(bob, ns, trace.id, TraceCompleteIn(outcome="done", success=True)),
+            api.delete_trace(bob, ns, trace.id),
+        ):
+            with pytest.raises(NotFound):
+                await attempt
+        assert (await api.get_trace(ana, ns, trace.id)).task == "Book Ana's clinic visit"
