@@ -126,6 +126,8 @@ class TestTwoMembers:
             ):
                 text = await fails(s, tool, **args)
                 assert text.startswith("user_mismatch") and str(bob.id) in text, (tool, text)
+            # Forgetting by session reaches other users' rows too: a signed-in user forgets their own.
+            assert (await fails(s, "memory_forget", session_id="checkup", hard=True)).startswith("forbidden")
             # Naming himself is the same as naming nobody.
             assert SECRET_FACT not in contents(await call(s, "memory_search", query="blood", user_id=str(bob.id)))
 
