@@ -105,6 +105,8 @@ class NamespaceAPI(
             "scopes": sorted(p.scopes),
             "namespaces": [n.name for n in namespaces],
             "memories": sum(n.memory_count or 0 for n in namespaces),
+            # The signed-in user every memory call acts as; None: the user each call names.
+            "acting_as_user": p.user_id,
         }
 
     @operation("read")

@@ -1,8 +1,8 @@
 """Every call a door makes on the facade is an *operation*: a name and a kind (read, write or
 search). Marking the facade's public methods with ``@operation`` is what puts each call through the
 gates (rate limits and concurrency of the caller's plan, usage metering) in one place, so REST, MCP,
-the SDK and any later door are limited and counted alike, and a new method is covered by being
-marked (tests/test_operations.py fails on one that is not).
+the SDK and any later door are limited and counted alike and act for the same user (acting.py), and
+a new method is covered by being marked (tests/test_operations.py fails on one that is not).
 
 A call made inside another operation (tenant_summary listing namespaces) passes through: the outer
 call was admitted and is the one counted.
@@ -17,6 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from memvault.acting import bind_arguments, takes_user_id
 from memvault.plans.limits import RequestKind
 from memvault.principal import Principal
 
@@ -48,9 +49,12 @@ Method = TypeVar("Method", bound=Callable[..., Awaitable[Any]])
 def operation(kind: RequestKind, name: str | None = None) -> Callable[[Method], Method]:
     def wrap(fn: Method) -> Method:
         op = Operation(name or fn.__name__, kind)
+        signature = takes_user_id(fn)
 
         @functools.wraps(fn)
         async def run(self: Any, p: Principal, *args: Any, **kwargs: Any) -> Any:
+            # Whom the call acts for is settled before anything else, inner calls included (acting.py).
+            args, kwargs = bind_arguments(p, signature, args, kwargs)
             gates: list[Gate] = self._gates
             if not gates or _current.get() is not None:
                 return await fn(self, p, *args, **kwargs)

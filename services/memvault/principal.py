@@ -14,6 +14,9 @@ SCOPES: tuple[Scope, ...] = ("read", "write", "admin")
 # Writes system-scope memories, which every tenant reads. Granted only from the CLI, never by
 # another key, so no tenant can promote itself to speak to all tenants.
 OPERATOR = "operator"
+# Acts for users other than the signed-in one (see Principal.bind_user). An OAuth grant signed in by
+# a person lacks it, so its calls stay that person's; a key bound to no user never needs it.
+ACT_AS = "act_as"
 # The reserved tenant that holds system-scope memories (created by migration 0002).
 SYSTEM_TENANT_ID = uuid.UUID("00000000-0000-0000-0000-000000000000")
 
@@ -23,7 +26,13 @@ _IMPLIED: dict[str, set[str]] = {
     "write": {"read", "write"},
     "admin": {"read", "write", "admin"},
     OPERATOR: {OPERATOR},
+    ACT_AS: {ACT_AS},
 }
+
+
+class UserMismatch(Forbidden):
+    code = "user_mismatch"
+    title = "Another user"
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,9 @@ class Principal:
     key_id: uuid.UUID | None = field(default=None, compare=False)
     # The OAuth grant an access token stands for (MCP clients signed in by a user).
     grant_id: uuid.UUID | None = field(default=None, compare=False)
+    # The person who signed in for the grant: every memory call acts as them (bind_user). None for
+    # API keys, which serve many users by the `user_id` each call names, and for jobs.
+    user_id: str | None = field(default=None, compare=False)
 
     @classmethod
     def system(cls, tenant_id: uuid.UUID, subject: str = "system", *, operator: bool = False) -> Principal:
@@ -59,6 +71,30 @@ class Principal:
     def unrestricted(self) -> bool:
         """Reaches every namespace of its tenant (needed to write tenant-wide memories)."""
         return self.namespaces is None
+
+    def bind_user(self, requested: str | None) -> str | None:
+        """The user a call acts for. A principal signed in by a person acts as that person: no
+        `user_id` means theirs, and another one is refused unless it may act for others (ACT_AS).
+        A principal bound to no user (an API key, a job) acts for whichever user the call names."""
+        if self.user_id is None or requested == self.user_id or requested is None:
+            return requested or self.user_id
+        if self.has(ACT_AS):
+            return requested
+        raise UserMismatch(
+            f"Signed in as user '{self.user_id}': this credential cannot act for user '{requested}'. "
+            "Leave user_id out (it defaults to you).",
+            extra={"field": "user_id", "acting_as_user": self.user_id},
+        )
+
+    @property
+    def reader(self) -> str | None:
+        """The user whose things alone this principal reaches by id (another user's are not
+        there for it); None when it reaches every user's (an API key, a job, ACT_AS)."""
+        return None if self.user_id is None or self.has(ACT_AS) else self.user_id
+
+    def sees_owner(self, owner: str | None) -> bool:
+        """Whether a thing owned by user ``owner`` (None: by no user) is there for this principal."""
+        return owner is None or self.reader is None or owner == self.reader
 
     def has(self, scope: str) -> bool:
         return any(scope in _IMPLIED[s] for s in self.scopes if s in _IMPLIED)

@@ -47,9 +47,9 @@ class TestGraphTools:
 
             for ref in ("Ana Silva", "ANI", made["ana"]["id"]):
                 hits = await call(s, "memory_search", query="rockets at Acme", entity=ref)
-                assert [h["memory"]["id"] for h in hits["results"]] == [linked["id"]], ref
+                assert [h["id"] for h in hits["results"]] == [linked["id"]], ref
             hits = await call(s, "memory_search", query="rockets at Acme", entity="bob")
-            assert [h["memory"]["id"] for h in hits["results"]] == [by_id["id"]]
+            assert [h["id"] for h in hits["results"]] == [by_id["id"]]
 
             assert (await fails(s, "memory_search", query="x", entity="Nobody")).startswith("entity_not_found")
             assert (await fails(s, "memory_store", content="x", entity="Nobody")).startswith("entity_not_found")

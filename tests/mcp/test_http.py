@@ -101,7 +101,9 @@ class TestProfiles:
                 prompts = {p.name for p in (await s.list_prompts()).prompts}
                 # The review prompt works with extended tools; a core client is not offered it.
                 assert prompts == (
-                    {"memory-conversation"} if expected == CORE else {"memory-conversation", "memory-review"}
+                    {"memory-conversation"}
+                    if expected == CORE
+                    else {"memory-conversation", "memory-review", "memory-reasoning", "memory-setup"}
                 )
 
     async def test_both_profiles_serve_the_same_memories(self, base_url: str, tenant_a: Tenant) -> None:
@@ -263,7 +265,7 @@ class TestErrors:
             text = await fails(s, "memory_store", content=secret)
             assert text.startswith("secret_detected") and "IOSFODNN7EXAMPLE" not in text
             assert (await fails(s, "memory_search", query="x", namespace="nope")).startswith("namespace_not_found")
-            # Arguments that break the input schema are refused by the SDK before our code runs, naming the field.
+            # Arguments that break the input schema are refused before the tool body runs, naming the field.
             bad_id = await fails(s, "memory_forget", memory_id="x")
             assert "memory_id" in bad_id and "UUID" in bad_id
             assert (await fails(s, "memory_forget", memory_id=str(uuid.uuid4()), user_id="ana")).startswith(

@@ -18,6 +18,7 @@ from memvault.db.pagination import newest_first
 from memvault.entities.models import Entity, MemoryEntity, Relation
 from memvault.entities.schemas import MAX_ALIASES, EntityIn, RelationIn
 from memvault.errors import Conflict, InvalidInput, NotFound
+from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryState, Metadata
 
@@ -387,9 +388,10 @@ async def relations_among(
 
 
 async def linked_memories(
-    s: AsyncSession, tenant_id: uuid.UUID, entity_id: uuid.UUID
+    s: AsyncSession, tenant_id: uuid.UUID, entity_id: uuid.UUID, *, reader: str | None = None
 ) -> list[Row[uuid.UUID, str, str, datetime]]:
-    """Current memories linked to the entity: neither superseded nor archived, newest first."""
+    """Current memories linked to the entity: neither superseded nor archived, newest first; with
+    a ``reader`` (a signed-in user), not other users' own."""
     stmt = (
         select(Memory.id, Memory.type, Memory.content, Memory.created_at)
         .join(MemoryEntity, and_(MemoryEntity.tenant_id == Memory.tenant_id, MemoryEntity.memory_id == Memory.id))
@@ -403,6 +405,8 @@ async def linked_memories(
         .order_by(Memory.created_at.desc(), Memory.id.desc())
         .limit(MAX_LINKED_MEMORIES)
     )
+    if reader is not None:
+        stmt = stmt.where(memories_repo.readable_by(reader))
     return list((await s.execute(stmt)).all())
 
 

@@ -172,7 +172,7 @@ class EntityOps(FacadeBase):
                     tx.session, p.tenant_id, namespace.id, [entity_id, *found], valid_at
                 )
                 cut = cut or cut_relations
-            memories = await repo.linked_memories(tx.session, p.tenant_id, entity_id)
+            memories = await repo.linked_memories(tx.session, p.tenant_id, entity_id, reader=p.reader)
         neighbours = [
             Neighbour(
                 entity=entity_out(found[h.entity_id], ns),

@@ -34,7 +34,7 @@ from memvault.jobs import repository as jobs_repo
 from memvault.jobs.registry import JobKind
 from memvault.metering.tally import count
 from memvault.operations import operation
-from memvault.principal import Principal
+from memvault.principal import Principal, UserMismatch
 
 EXTRACTION = JobKind.extraction
 
@@ -168,6 +168,16 @@ class EventOps(FacadeBase):
         await self._usage.require_monthly_room(p.tenant_id, "events_per_month", adding=len(messages))
         event_ids = [uuid.uuid4() for _ in messages]
         async with self._open(p, ns, scope=None) as (tx, namespace):
+            if p.reader is not None:
+                # A signed-in user adds to their own conversations only, never to (and so never
+                # takes over) another user's session of the same id.
+                for sid in dict.fromkeys(m.session_id for m in messages):
+                    found = await events_repo.get_session(tx.session, p.tenant_id, namespace.id, sid)
+                    if found is not None and not p.sees_owner(found.user_id):
+                        raise UserMismatch(
+                            f"Session '{sid}' is another user's conversation; choose another session_id.",
+                            extra={"field": "session_id"},
+                        )
             # Created before the events, which carry its id: the application may not update events.
             job, created = await jobs_repo.create(
                 tx.session,
@@ -242,7 +252,8 @@ class EventOps(FacadeBase):
         """One session: its user, time span and message count."""
         async with self._open(p, ns, "read") as (tx, namespace):
             s = await events_repo.get_session(tx.session, p.tenant_id, namespace.id, session_id)
-            if s is None:
+            # Another signed-in user's conversation is not there for this one (acting.py).
+            if s is None or not p.sees_owner(s.user_id):
                 raise SessionNotFound(f"No session '{session_id}' in namespace '{ns}'.")
         return session_out(s)
 
@@ -263,7 +274,8 @@ class EventOps(FacadeBase):
         p.require("read", ns)
         roles = [Role(role)] if isinstance(role, str) else [Role(r) for r in role or ()]
         async with self._open(p, ns, scope=None) as (tx, namespace):
-            if await events_repo.get_session(tx.session, p.tenant_id, namespace.id, session_id) is None:
+            found = await events_repo.get_session(tx.session, p.tenant_id, namespace.id, session_id)
+            if found is None or not p.sees_owner(found.user_id):
                 raise SessionNotFound(f"No session '{session_id}' in namespace '{ns}'.")
             rows, next_cursor = await events_repo.page_messages(
                 tx.session,

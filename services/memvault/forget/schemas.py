@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -12,6 +13,8 @@ class ForgetIn(Body):
     """Exactly one selector: a user, a session, an entity, or the whole namespace."""
 
     guard_secrets = False  # never stored: it only selects what to read or forget
+    # Its user_id is a selector (forget this user), checked against the caller but never filled in.
+    binds_user: ClassVar[bool] = False
 
     model_config = ConfigDict(extra="forbid")
 

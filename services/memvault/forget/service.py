@@ -10,7 +10,7 @@ import logging
 
 from memvault import operator
 from memvault.audit import repository as audit
-from memvault.errors import NotFound
+from memvault.errors import Forbidden, NotFound
 from memvault.facade import FacadeBase
 from memvault.forget import repository as repo
 from memvault.forget.repository import Selection
@@ -48,6 +48,13 @@ class ForgetOps(FacadeBase):
     async def forget(self, p: Principal, ns: str, body: ForgetIn) -> ForgetOut:
         """Archive or erase everything a selector names; see ForgetIn."""
         p.require("admin" if body.all else "write", ns)
+        if p.reader is not None and body.selector != "user_id":
+            # A session's or an entity's rows may be other users' too; until a selection can be
+            # narrowed to one owner, a signed-in user forgets their own (acting.py).
+            raise Forbidden(
+                "Signed in as a user, you forget your own memories: give memory_id, or user_id (yours).",
+                extra={"field": body.selector},
+            )
         counts = {"memories": 0, "events": 0, "sessions": 0, "traces": 0, "entities": 0, "relations": 0}
         async with self._db.tenant_tx(p.tenant_id) as tx:
             s = tx.session

@@ -107,5 +107,9 @@ class Runtime:
 
 
 def _tool_error(exc: MemvaultError) -> ToolError:
-    extra = f" (field: {exc.extra['field']})" if exc.extra.get("field") else ""
+    field = exc.extra.get("field")
+    if field and exc.detail.startswith(f"{field}: "):
+        # A bad field reads as a bad tool argument does (tool.py): `validation_error: field x: ...`.
+        return ToolError(f"{exc.code}: field {exc.detail}")
+    extra = f" (field: {field})" if field else ""
     return ToolError(f"{exc.code}: {exc.detail}{extra}")

@@ -58,6 +58,10 @@ class Status(BaseModel):
         description="Per rule file of the project (`memvault mcp setup`): installed, outdated, missing or "
         "opted_out; null when the server cannot see the project (over HTTP).",
     )
+    acting_as_user: str | None = Field(
+        description="The signed-in user whose memories every call reads and writes; null: the user_id each "
+        "call names (an API key serving many users)."
+    )
 
 
 @contextmanager
@@ -104,6 +108,7 @@ def build_server(rt: Runtime, profile: Profile = "extended") -> MCPServer:
             namespaces=summary["namespaces"],
             memories=summary["memories"],
             rules=dict(setup.state(rt.project_dir)) if rt.project_dir is not None else None,
+            acting_as_user=summary["acting_as_user"],
         )
 
     tool(

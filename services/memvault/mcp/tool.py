@@ -9,7 +9,10 @@ caller's Principal taken from it, the namespace rule, and ``Runtime.call``'s err
         return await call.api.get_memory(call.p, call.ns(namespace), memory_id)
 
 The tool the server lists has the body's signature with ``ctx: Context`` in place of ``call``,
-so its name, input schema and output schema are the body's own.
+so its name, input schema and output schema are the body's own. Its arguments are strict: one the
+body does not name (``userId`` for ``user_id``) is refused, never dropped, since a dropped
+``user_id`` turned a private fact into a shared one; and a refusal reads like REST's,
+``validation_error: field <name>: <message>``, not pydantic's dump.
 """
 
 from __future__ import annotations
@@ -19,8 +22,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetadata
 from mcp.types import ToolAnnotations
+from pydantic import ConfigDict, ValidationError
 
+from memvault.fields import loc_name
 from memvault.mcp.runtime import Runtime
 from memvault.principal import Principal
 
@@ -28,6 +35,9 @@ if TYPE_CHECKING:
     from memvault.api import NamespaceAPI
 
 Body = TypeVar("Body", bound=Callable[..., Awaitable[Any]])
+
+# The one keyword the SDK passes a tool's arguments under, unvalidated (see _Unchecked).
+_RAW = "memvault_arguments"
 
 
 class ToolCall:
@@ -57,20 +67,44 @@ class Tools:
         self, *, name: str, title: str, annotations: ToolAnnotations, description: str
     ) -> Callable[[Body], Body]:
         def register(body: Body) -> Body:
+            strict: list[type[ArgModelBase]] = []
             self._server.tool(name=name, title=title, annotations=annotations, description=description)(
-                self._wrap(body)
+                self._wrap(body, strict)
             )
+            # The SDK built the arguments model from the body's signature; a strict copy of it
+            # validates them in the tool, so the refusal is ours to word.
+            tool = self._server._tool_manager.get_tool(name)
+            assert tool is not None
+            metadata = tool.fn_metadata
+            model = metadata.arg_model
+            strict.append(
+                type(model.__name__, (model,), {"model_config": ConfigDict(**model.model_config, extra="forbid")})
+            )
+            tool.fn_metadata = _Unchecked(
+                arg_model=strict[0],
+                output_schema=metadata.output_schema,
+                output_model=metadata.output_model,
+                wrap_output=metadata.wrap_output,
+            )
+            # Clients see it too: `additionalProperties: false`.
+            tool.parameters = strict[0].model_json_schema(by_alias=True)
             return body
 
         return register
 
-    def _wrap(self, body: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    def _wrap(
+        self, body: Callable[..., Awaitable[Any]], strict: list[type[ArgModelBase]]
+    ) -> Callable[..., Awaitable[Any]]:
         rt = self._rt
         # Evaluated now, in the body's module: the SDK reads the wrapper's annotations as objects.
         signature = inspect.signature(body, eval_str=True)
         _call, *params = signature.parameters.values()
 
-        async def tool(ctx: Context, **arguments: Any) -> Any:
+        async def tool(ctx: Context, **raw: Any) -> Any:
+            try:
+                arguments = strict[0].model_validate(raw.get(_RAW, {})).model_dump_one_level()
+            except ValidationError as exc:
+                raise ToolError(argument_error(exc, strict[0])) from exc
             call = ToolCall(rt, rt.principal(ctx))
             return await rt.call(lambda: body(call, **arguments))
 
@@ -84,3 +118,21 @@ class Tools:
         tool.__name__ = tool.__qualname__ = body.__name__
         tool.__doc__ = body.__doc__
         return tool
+
+
+class _Unchecked(FuncMetadata):
+    """Hands a tool its arguments as sent (JSON strings inside them parsed, as the SDK does), for
+    the tool to validate against its strict model."""
+
+    def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+        return {_RAW: self.pre_parse_json(arguments_to_validate)}
+
+
+def argument_error(exc: ValidationError, model: type[ArgModelBase]) -> str:
+    """The first bad argument, as REST words a bad field: ``validation_error: field <name>: ...``."""
+    first = exc.errors(include_url=False, include_input=False)[0]
+    name = loc_name(first["loc"]) or "arguments"
+    if first["type"] == "extra_forbidden":
+        known = ", ".join(f.alias or n for n, f in model.model_fields.items())
+        return f"validation_error: field {name}: unknown argument; this tool takes: {known}"
+    return f"validation_error: field {name}: {first['msg']}"

@@ -41,16 +41,27 @@ def _rank(m: Any) -> ColumnElement[int]:
     return case({level: rank for level, rank in SCOPE_RANK.items()}, value=m.scope)
 
 
-def scope_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID | None) -> list[ColumnElement[bool]]:
+def scope_conditions(
+    tenant_id: uuid.UUID, namespace_id: uuid.UUID | None, reader: str | None = None
+) -> list[ColumnElement[bool]]:
     """Rows of this tenant reached by id through this namespace: its own, and the tenant's (or, in
-    the system tenant, the system's) shared ones, which belong to no namespace."""
-    return [
+    the system tenant, the system's) shared ones, which belong to no namespace. With a ``reader``
+    (a signed-in user, Principal.user_id) another user's rows are not there at all."""
+    conds = [
         Memory.tenant_id == tenant_id,
         or_(
             Memory.namespace_id == namespace_id,
             and_(Memory.namespace_id.is_(None), Memory.scope.in_(["tenant", "system"])),
         ),
     ]
+    if reader is not None:
+        conds.append(readable_by(reader))
+    return conds
+
+
+def readable_by(reader: str) -> ColumnElement[bool]:
+    """Rows a signed-in user may see (Principal.reader): all but other users' own memories."""
+    return or_(Memory.scope.not_in(["user", "session"]), Memory.user_id.is_(None), Memory.user_id == reader)
 
 
 @dataclass(frozen=True)
@@ -124,7 +135,11 @@ def _chain(m: Any, t: _Terms, *, strict: bool) -> Any:
         if t.user_id is not None:
             levels.append(and_(m.scope == "user", m.user_id == t.user_id))
         if t.session_id is not None:
-            levels.append(and_(m.scope == "session", m.session_id == t.session_id))
+            session = and_(m.scope == "session", m.session_id == t.session_id)
+            if t.user_id is not None:
+                # A session's memories stored for another user stay theirs (acting.py).
+                session = and_(session, or_(m.user_id.is_(None), m.user_id == t.user_id))
+            levels.append(session)
         in_namespace = or_(*levels)
     return or_(
         and_(m.tenant_id == t.tenant_id, m.namespace_id == t.namespace_id, in_namespace),
@@ -397,9 +412,15 @@ async def insert_many(s: AsyncSession, rows: list[dict[str, Any]]) -> list[Memor
 
 
 async def get(
-    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID | None, memory_id: uuid.UUID, *, lock: bool = False
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID | None,
+    memory_id: uuid.UUID,
+    *,
+    lock: bool = False,
+    reader: str | None = None,
 ) -> Memory | None:
-    stmt = select(Memory).where(*scope_conditions(tenant_id, namespace_id), Memory.id == memory_id)
+    stmt = select(Memory).where(*scope_conditions(tenant_id, namespace_id, reader), Memory.id == memory_id)
     if lock:
         stmt = stmt.with_for_update()
     return await s.scalar(stmt, execution_options={"populate_existing": True})
@@ -448,12 +469,18 @@ async def remove_ids(s: AsyncSession, tenant_id: uuid.UUID, ids: Sequence[uuid.U
 
 
 async def get_and_touch(
-    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, memory_id: uuid.UUID, *, accesses: int = 1
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    memory_id: uuid.UUID,
+    *,
+    accesses: int = 1,
+    reader: str | None = None,
 ) -> Memory | None:
     """The memory, counting ``accesses`` (this read and any not yet written, memories/access.py)."""
     stmt = (
         update(Memory)
-        .where(*scope_conditions(tenant_id, namespace_id), Memory.id == memory_id)
+        .where(*scope_conditions(tenant_id, namespace_id, reader), Memory.id == memory_id)
         .values(access_count=Memory.access_count + accesses, last_accessed_at=func.now())
         .returning(Memory)
     )

@@ -4,9 +4,18 @@ import json
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from memvault.fields import MAX_DEPTH, Body, UnitFloat, check_text, check_value
 
@@ -136,14 +145,20 @@ class MemoryIn(_ValidRange):
     state: MemoryState = MemoryState.stable
     valid_from: Timestamp = None
     valid_to: Timestamp = None
+    # Whether the caller chose the scope (bind_owner leaves a chosen shared scope shared).
+    _scope_given: bool = PrivateAttr(default=False)
+    # `scope: user` may come without a user_id when the caller is signed in: the facade binds it
+    # (acting.py) and refuses it for a caller who is not (MemoryOps.store_many).
+    owner_from_caller: ClassVar[bool] = True
 
     @model_validator(mode="after")
     def _scope_owner(self) -> MemoryIn:
+        self._scope_given = self.scope is not None
         if self.scope is None:
             self.scope = (
                 ScopeLevel.user if self.user_id else ScopeLevel.session if self.session_id else ScopeLevel.namespace
             )
-        if self.scope is ScopeLevel.user and not self.user_id:
+        if self.scope is ScopeLevel.user and not self.user_id and not self.owner_from_caller:
             raise ValueError("scope 'user' needs a user_id")
         if self.scope is ScopeLevel.session and not self.session_id:
             raise ValueError("scope 'session' needs a session_id")
@@ -154,11 +169,26 @@ class MemoryIn(_ValidRange):
         assert self.scope is not None  # set by the validator
         return self.scope
 
+    def bind_owner(self, user_id: str | None) -> None:
+        """The facade's binding (acting.py) for a caller signed in as ``user_id``: a memory stored
+        without a user_id is theirs, at user scope unless the caller chose a scope. A chosen
+        namespace, tenant or system scope stays shared (its own role rule applies); a chosen
+        session scope keeps the owner, so another user's reads of that session skip it."""
+        if user_id is None or self.user_id is not None:
+            return
+        if self._scope_given and self.scope not in (ScopeLevel.session, ScopeLevel.user):
+            return
+        self.user_id = user_id
+        if not self._scope_given:
+            self.scope = ScopeLevel.user
+
 
 class MemoryPatch(_ValidRange):
     """Fields to change; omitted fields stay as they are, and null clears an optional field."""
 
     model_config = ConfigDict(extra="forbid")
+    # A user_id here moves the memory to that user: checked against the caller, never filled in.
+    binds_user: ClassVar[bool] = False
 
     content: Content | None = None
     type: MemoryType | None = None

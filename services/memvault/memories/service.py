@@ -154,6 +154,10 @@ class MemoryOps(FacadeBase):
     async def store_many(self, p: Principal, ns: str, bodies: list[MemoryIn]) -> list[MemoryOut]:
         """Store memories in one embedding batch and one transaction: all of them or none."""
         p.require("write", ns)
+        for b in bodies:
+            if b.level is ScopeLevel.user and not b.user_id:
+                # Left open by MemoryIn for a signed-in caller, whose user the binding filled in.
+                raise InvalidInput("scope 'user' needs a user_id", extra={"field": "user_id"})
         levels = {b.level for b in bodies}
         for level in levels:
             _may_write_level(p, level)
@@ -261,7 +265,9 @@ class MemoryOps(FacadeBase):
         try:
             async with self._open(p, ns, scope=None) as (tx, namespace):
                 # One statement both counts the access and returns the row as it now is.
-                m = await repo.get_and_touch(tx.session, p.tenant_id, namespace.id, memory_id, accesses=1 + pending)
+                m = await repo.get_and_touch(
+                    tx.session, p.tenant_id, namespace.id, memory_id, accesses=1 + pending, reader=p.reader
+                )
                 if m is None:
                     m = await repo.get_system(tx.session, memory_id)
                 if m is None:
@@ -293,7 +299,7 @@ class MemoryOps(FacadeBase):
         """Every version of a memory and every change to them, with who and when."""
         async with self._open(p, ns, "read") as (tx, namespace):
             tenant = p.tenant_id
-            if await repo.get(tx.session, tenant, namespace.id, memory_id) is None:
+            if await repo.get(tx.session, tenant, namespace.id, memory_id, reader=p.reader) is None:
                 if await repo.get_system(tx.session, memory_id) is None:
                     raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
                 tenant = SYSTEM_TENANT_ID
@@ -325,7 +331,7 @@ class MemoryOps(FacadeBase):
         """The memory locked for change in the transaction that may change it: the caller's
         tenant for its own memories, the system tenant's for an operator's system memories."""
         async with self._open(p, ns, "write") as (tx, namespace):
-            m = await repo.get(tx.session, p.tenant_id, namespace.id, memory_id, lock=True)
+            m = await repo.get(tx.session, p.tenant_id, namespace.id, memory_id, lock=True, reader=p.reader)
             if m is not None:
                 _may_write_level(p, m.scope)
                 yield tx, m

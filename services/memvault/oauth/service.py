@@ -587,6 +587,8 @@ class OAuthOps(FacadeBase):
             namespaces=frozenset(namespaces),
             default_namespace=namespaces[0] if namespaces else None,
             grant_id=grant_id,
+            # The person who signed in: memory calls act as them (acting.py).
+            user_id=str(claims["sub"]),
         )
 
     async def revoke_token(self, form: dict[str, str]) -> None:

@@ -118,6 +118,8 @@ class HistoryRecord(Body):
 
 
 class MemoryRecord(MemoryIn):
+    owner_from_caller = False  # a file names every owner itself
+
     id: uuid.UUID
     scope: ScopeLevel  # type: ignore[assignment]  # required in a file: it was resolved when first written
     recorded_at: RecordTime = None

@@ -138,6 +138,10 @@ class TraceOps(FacadeBase):
     async def add_trace_step(self, p: Principal, ns: str, trace_id: uuid.UUID, body: TraceStepIn) -> TraceStepOut:
         """Record the next step of an open trace; its `seq` is assigned here (1, 2, 3 ...)."""
         async with self._open(p, ns, "write") as (tx, namespace):
+            if p.reader is not None:
+                mine = await traces_repo.get(tx.session, p.tenant_id, namespace.id, trace_id)
+                if mine is None or not p.sees_owner(mine.user_id):
+                    raise TraceNotFound(f"No trace with id {trace_id}.")
             seq = await traces_repo.next_seq(tx.session, p.tenant_id, namespace.id, trace_id, MAX_STEPS)
             if seq is None:
                 t = await traces_repo.get(tx.session, p.tenant_id, namespace.id, trace_id)
@@ -176,7 +180,7 @@ class TraceOps(FacadeBase):
         The trace is re-embedded from task and outcome, so search matches outcomes too."""
         async with self._open(p, ns, "write") as (tx, namespace):
             found = await traces_repo.get(tx.session, p.tenant_id, namespace.id, trace_id)
-            if found is None:
+            if found is None or not p.sees_owner(found.user_id):
                 raise TraceNotFound(f"No trace with id {trace_id}.")
             if found.status == TraceStatus.completed:
                 raise TraceCompleted(f"Trace {trace_id} is already completed.")
@@ -208,7 +212,8 @@ class TraceOps(FacadeBase):
         """One trace with every step in order."""
         async with self._open(p, ns, "read") as (tx, namespace):
             t = await traces_repo.get(tx.session, p.tenant_id, namespace.id, trace_id)
-            if t is None:
+            # Another signed-in user's trace is not there for this one (acting.py).
+            if t is None or not p.sees_owner(t.user_id):
                 raise TraceNotFound(f"No trace with id {trace_id}.")
             steps = await traces_repo.steps_of(tx.session, p.tenant_id, [t.id])
         return trace_detail(t, ns, steps[t.id])
@@ -299,6 +304,10 @@ class TraceOps(FacadeBase):
     async def delete_trace(self, p: Principal, ns: str, trace_id: uuid.UUID) -> None:
         """Delete a trace and all its steps, permanently."""
         async with self._open(p, ns, "write") as (tx, namespace):
+            if p.reader is not None:
+                mine = await traces_repo.get(tx.session, p.tenant_id, namespace.id, trace_id)
+                if mine is None or not p.sees_owner(mine.user_id):
+                    raise TraceNotFound(f"No trace with id {trace_id}.")
             steps = await traces_repo.remove(tx.session, p.tenant_id, namespace.id, trace_id)
             if steps is None:
                 raise TraceNotFound(f"No trace with id {trace_id}.")

@@ -1,0 +1,76 @@
+"""The binding of a signed-in user (acting.py) at the facade, where every door passes: the rules
+the MCP tests exercise over OAuth, here for the cases no tool reaches."""
+
+from __future__ import annotations
+
+import pytest
+
+from memvault.api import NamespaceAPI
+from memvault.entities.schemas import EntityIn
+from memvault.errors import InvalidInput, NotFound
+from memvault.memories.schemas import MemoryFilters, MemoryIn, MemoryPatch, ScopeLevel
+from memvault.principal import ACT_AS, Principal, UserMismatch
+from memvault.traces.schemas import TraceCompleteIn, TraceIn, TraceStepIn
+from tests.conftest import Tenant
+
+
+def signed_in(t: Tenant, user: str, *extra: str) -> Principal:
+    return Principal(tenant_id=t.id, scopes=frozenset({"read", "write", *extra}), subject=f"user:{user}", user_id=user)
+
+
+class TestBinding:
+    async def test_scope_user_without_a_user_id(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
+        ns = tenant_a.namespace
+        mine = await api.store(
+            signed_in(tenant_a, "ana"), ns, MemoryIn(content="Ana runs on Sundays", scope=ScopeLevel.user)
+        )
+        assert (mine.scope, mine.user_id) == (ScopeLevel.user, "ana")
+        # A key bound to no user must still name one, as before.
+        with pytest.raises(InvalidInput, match="needs a user_id"):
+            await api.store(tenant_a.principal, ns, MemoryIn(content="Someone runs", scope=ScopeLevel.user))
+
+    async def test_a_patch_cannot_move_a_memory_to_another_user(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
+        ana = signed_in(tenant_a, "ana")
+        m = await api.store(ana, tenant_a.namespace, MemoryIn(content="Ana swims"))
+        with pytest.raises(UserMismatch):
+            await api.update_memory(ana, tenant_a.namespace, m.id, MemoryPatch(user_id="bob"))
+        # A patch without a user_id keeps the owner: it is never filled in.
+        out = await api.update_memory(ana, tenant_a.namespace, m.id, MemoryPatch(importance=0.9))
+        assert out.user_id == "ana"
+
+    async def test_acting_for_others_needs_its_scope(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
+        ns = tenant_a.namespace
+        await api.store(tenant_a.principal, ns, MemoryIn(content="Bob cycles", user_id="bob"))
+        with pytest.raises(UserMismatch):
+            await api.list_memories(signed_in(tenant_a, "ana"), ns, MemoryFilters(user_id="bob"))
+        page = await api.list_memories(signed_in(tenant_a, "ana", ACT_AS), ns, MemoryFilters(user_id="bob"))
+        assert [m.content for m in page.data] == ["Bob cycles"]
+        # Keyword arguments named user_id are bound too (sessions, traces).
+        with pytest.raises(UserMismatch):
+            await api.list_sessions(signed_in(tenant_a, "ana"), ns, user_id="bob")
+
+    async def test_an_entity_shows_only_the_readers_memories(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
+        ns = tenant_a.namespace
+        ana, bob = signed_in(tenant_a, "ana"), signed_in(tenant_a, "bob")
+        clinic = await api.create_entity(ana, ns, EntityIn(name="North Clinic"))
+        await api.store(ana, ns, MemoryIn(content="Ana sees Dr Lee at North Clinic", entity_ids=[clinic.id]))
+        shared = MemoryIn(content="North Clinic opens at 8", entity_ids=[clinic.id], scope=ScopeLevel.namespace)
+        await api.store(ana, ns, shared)
+        seen = {m.content for m in (await api.get_entity(bob, ns, clinic.id)).memories}
+        assert seen == {"North Clinic opens at 8"}
+        assert len((await api.get_entity(ana, ns, clinic.id)).memories) == 2
+
+    async def test_another_users_trace_is_not_there(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
+        ns = tenant_a.namespace
+        ana, bob = signed_in(tenant_a, "ana"), signed_in(tenant_a, "bob")
+        trace = await api.start_trace(ana, ns, TraceIn(task="Book Ana's clinic visit"))
+        assert trace.user_id == "ana"
+        for attempt in (
+            api.get_trace(bob, ns, trace.id),
+            api.add_trace_step(bob, ns, trace.id, TraceStepIn(thought="peek")),
+            api.complete_trace(bob, ns, trace.id, TraceCompleteIn(outcome="done", success=True)),
+            api.delete_trace(bob, ns, trace.id),
+        ):
+            with pytest.raises(NotFound):
+                await attempt
+        assert (await api.get_trace(ana, ns, trace.id)).task == "Book Ana's clinic visit"
