@@ -25,9 +25,20 @@ from memvault.principal import Principal
 JOB_DEADLINE_S = 120
 
 
+def tail(log: Path, chars: int = 3000) -> str:
+    return log.read_text()[-chars:]
+
+
 async def wait_for_job(
-    client: httpx.AsyncClient, headers: dict[str, str], job_id: str, *, until: tuple[str, ...] = ("succeeded", "failed")
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    job_id: str,
+    *,
+    until: tuple[str, ...] = ("succeeded", "failed"),
+    log: Path | None = None,
 ) -> dict[str, Any]:
+    """The job once its status is one of ``until``; past the deadline, fails showing the job and
+    the end of ``log`` (the worker's output), which says why it is still where it is."""
     deadline = time.monotonic() + JOB_DEADLINE_S
     while True:
         r = await client.get(f"/v1/jobs/{job_id}", headers=headers)
@@ -35,7 +46,9 @@ async def wait_for_job(
         body = r.json()
         if body["status"] in until:
             return body
-        assert time.monotonic() < deadline, f"job still {body['status']}: {body}"
+        assert time.monotonic() < deadline, (
+            f"job still {body['status']}: {body}" + (f"\n{tail(log)}" if log is not None else "")
+        )
         await asyncio.sleep(0.1)
 
 

@@ -93,7 +93,7 @@ class TestWorkerProcess:
         assert 0 < len(partial) < len(expected)
 
         start(workers, settings, redis_url, tmp_path, recover=True)
-        job = await wait_for_job(client, tenant_a.headers, job_id)
+        job = await wait_for_job(client, tenant_a.headers, job_id, log=tmp_path / "worker.log")
 
         assert job["status"] == "succeeded", (job, (tmp_path / "worker.log").read_text()[-3000:])
         assert job["attempts"] == 2
