@@ -11,17 +11,19 @@ from pydantic import BaseModel
 from memvault import __version__
 from memvault.entities import tools as entity_tools
 from memvault.events import tools as event_tools
+from memvault.jobs import tools as job_tools
 from memvault.mcp import prompts, resources
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.tool import ToolCall, Tools
 from memvault.memories import tools as memory_tools
 from memvault.memories.tools import READ
+from memvault.observations import tools as observation_tools
 from memvault.traces import tools as trace_tools
 
 Profile = Literal["core", "extended"]
 
 # Each capability's tools.py has register(server, rt, *, extended); a new capability adds its module here.
-TOOL_MODULES = (memory_tools, event_tools, entity_tools, trace_tools)
+TOOL_MODULES = (memory_tools, event_tools, entity_tools, trace_tools, observation_tools, job_tools)
 
 INSTRUCTIONS = """\
 memvault is your long-term memory across conversations. Use it like this:

@@ -6,6 +6,15 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from memvault.fields import Body
 from memvault.memories.schemas import MemoryFilters, MemoryOut, Timestamp, _not_blank, no_nul
+from memvault.retrieval.kinds import (
+    DEFAULT_KINDS,
+    KINDS_DESCRIPTION,
+    EntityHit,
+    Kind,
+    MessageHit,
+    TraceHit,
+    unique_kinds,
+)
 
 # Fusion channels: two retrieve candidates (dense, lexical); the rest rank those candidates.
 CHANNELS = ("dense", "lexical", "recency", "importance", "access", "strength", "intent", "graph", "time", "context")
@@ -90,6 +99,10 @@ class SearchIn(Body):
         "(HyDE). Default: when one is configured; false skips it. `metrics.stages` says what ran.",
     )
 
+    kinds: Annotated[list[Kind], AfterValidator(unique_kinds)] = Field(
+        default_factory=lambda: list(DEFAULT_KINDS), max_length=len(Kind), description=KINDS_DESCRIPTION
+    )
+
     @field_validator("weights")
     @classmethod
     def _known_weights(cls, v: dict[str, float] | None) -> dict[str, float] | None:
@@ -163,3 +176,7 @@ class SearchMetrics(BaseModel):
 class SearchOut(BaseModel):
     results: list[SearchResult]
     metrics: SearchMetrics
+    # Only with `kinds` beyond memories (retrieval/kinds.py); null otherwise.
+    messages: list[MessageHit] | None = Field(default=None, description="With kinds including `messages`.")
+    traces: list[TraceHit] | None = Field(default=None, description="With kinds including `traces`.")
+    entities: list[EntityHit] | None = Field(default=None, description="With kinds including `entities`.")
