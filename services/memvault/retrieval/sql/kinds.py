@@ -53,7 +53,7 @@ async def messages(
         if filters.until is not None:
             stmt = stmt.where(Event.occurred_at < filters.until)
     rows = await s.execute(stmt.order_by(rank.desc(), Event.occurred_at.desc(), Event.seq.desc()).limit(limit))
-    return [(e, float(r)) for e, r in rows.tuples().all()]
+    return [(e, float(r)) for e, r in rows.all()]
 
 
 async def traces(
@@ -77,7 +77,7 @@ async def traces(
         if filters.session_id is not None:
             stmt = stmt.where(Trace.session_id == filters.session_id)
     rows = await s.execute(stmt.order_by(rank.desc(), Trace.started_at.desc()).limit(limit))
-    return [(t, float(r)) for t, r in rows.tuples().all()]
+    return [(t, float(r)) for t, r in rows.all()]
 
 
 async def entities(
@@ -96,4 +96,4 @@ async def entities(
         Entity.tenant_id == tenant_id, Entity.namespace_id == namespace_id, or_(described.op("@@")(q), named)
     )
     rows = await s.execute(stmt.order_by(score.desc(), Entity.name).limit(limit))
-    return [(e, float(r)) for e, r in rows.tuples().all()]
+    return [(e, float(r)) for e, r in rows.all()]
