@@ -33,6 +33,8 @@ EXTENDED = CORE | {
     "trace_complete",
     "memory_status",
     "memory_account",
+    "memory_get_observations",
+    "memory_job_status",
 }
 
 

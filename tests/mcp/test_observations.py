@@ -192,3 +192,7 @@ class TestAcrossTenants:
             assert ctx["session_observation"] is False and ctx["messages"] == [] and "Zeppelin" not in ctx["context"]
         r = await client.get(f"/v1/namespaces/default/sessions/{session}/observations", headers=tenant_b.headers)
         assert r.status_code == 404 and r.json()["code"] == "session_not_found"
+        # A hard forget of the session takes its observation with it.
+        async with mcp_session(base_url, tenant_a.key) as a:
+            await call(a, "memory_forget", session_id=session, hard=True)
+            assert (await fails(a, "memory_get_observations", session_id=session)).startswith("session_not_found:")
