@@ -101,6 +101,13 @@ class TestObservations:
             assert "We decided to use PostgreSQL for the billing service" in notes["decisions"]
             assert "(2024-05-08 to 2024-05-09)" in notes["summary"]
 
+    async def test_organize_job_is_read_by_job_status(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key) as s:
+            started = await call(s, "memory_organize", jobs=["dedup"])
+            job = await call(s, "memory_job_status", job_id=started["job_id"])
+            assert job["id"] == started["job_id"] and job["kind"] == "organize" and job["status"] == "queued"
+            assert (await fails(s, "memory_job_status", job_id=str(uuid.uuid4()))).startswith("job_not_found:")
+
     async def test_unknown_session(self, base_url: str, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key) as s:
             assert (await fails(s, "memory_get_observations", session_id="nope")).startswith("session_not_found:")
@@ -126,8 +133,7 @@ class TestKinds:
 
             default = await call(s, "memory_search", query="Valletta harbour", user_id="u1")
             assert default["results"] and default["results"][0]["memory"]["content"].startswith("Ana's favourite")
-            assert default.get("messages") is None and default.get("traces") is None
-            assert default.get("entities") is None
+            assert not {"messages", "traces", "entities"} & set(default)
 
             every = await call(
                 s,
@@ -145,7 +151,7 @@ class TestKinds:
             assert every["entities"][0]["id"] == entity["id"] and every["entities"][0]["name"] == "Valletta"
 
             only = await call(s, "memory_search", query="ferry", kinds=["messages"])
-            assert only["results"] == [] and len(only["messages"]) == 1 and only.get("traces") is None
+            assert only["results"] == [] and len(only["messages"]) == 1 and "traces" not in only
             # Reading as another user keeps to that user's messages and traces.
             other = await call(s, "memory_search", query="ferry", user_id="u2", kinds=["messages", "traces"])
             assert other["messages"] == [] and other["traces"] == []
@@ -164,6 +170,8 @@ class TestKinds:
         )
         assert r.status_code == 200, r.text
         assert r.json()["entities"][0]["name"] == "Valletta" and r.json()["results"] == []
+        plain = await client.post("/v1/namespaces/default/search", json={"query": "Valletta"}, headers=tenant_a.headers)
+        assert plain.status_code == 200 and not {"messages", "traces", "entities"} & set(plain.json())
         bad = await client.post(
             "/v1/namespaces/default/search", json={"query": "x", "kinds": ["files"]}, headers=tenant_a.headers
         )
@@ -189,7 +197,7 @@ class TestAcrossTenants:
             found = await call(b, "memory_search", query="Zeppelin", kinds=["messages", "traces", "entities"])
             assert found["messages"] == [] and found["traces"] == [] and found["entities"] == []
             ctx = await call(b, "memory_get_context", session_id=session, query="Zeppelin", kinds=["messages"])
-            assert ctx["session_observation"] is False and ctx["messages"] == [] and "Zeppelin" not in ctx["context"]
+            assert "session_observation" not in ctx and ctx["messages"] == [] and "Zeppelin" not in ctx["context"]
         r = await client.get(f"/v1/namespaces/default/sessions/{session}/observations", headers=tenant_b.headers)
         assert r.status_code == 404 and r.json()["code"] == "session_not_found"
         # A hard forget of the session takes its observation with it.

@@ -25,6 +25,7 @@ from memvault.retrieval.kinds import (
     Kind,
     MessageHit,
     TraceHit,
+    not_asked,
     unique_kinds,
 )
 
@@ -82,11 +83,18 @@ class ContextOut(BaseModel):
     omitted: int = Field(description="Ranked memories left out for lack of budget.")
     session_observation: bool = Field(
         default=False,
+        exclude_if=not_asked,
         description="True when the block opens with the session's observation (summary, decisions, open questions).",
     )
-    messages: list[MessageHit] | None = Field(default=None, description="With kinds including `messages`.")
-    traces: list[TraceHit] | None = Field(default=None, description="With kinds including `traces`.")
-    entities: list[EntityHit] | None = Field(default=None, description="With kinds including `entities`.")
+    messages: list[MessageHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `messages`."
+    )
+    traces: list[TraceHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `traces`."
+    )
+    entities: list[EntityHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `entities`."
+    )
 
 
 @dataclass

@@ -54,6 +54,11 @@ class EntityHit(BaseModel):
     score: float = Field(description="Text rank; 1 more when the query names it outright.")
 
 
+def not_asked(value: object) -> bool:
+    """Left out of a result when not asked for, so a default search or context reads as before."""
+    return value is None or value is False
+
+
 def unique_kinds(v: list[Kind]) -> list[Kind]:
     if not v:
         raise ValueError("give at least one kind")

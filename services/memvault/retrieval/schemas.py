@@ -13,6 +13,7 @@ from memvault.retrieval.kinds import (
     Kind,
     MessageHit,
     TraceHit,
+    not_asked,
     unique_kinds,
 )
 
@@ -177,6 +178,12 @@ class SearchOut(BaseModel):
     results: list[SearchResult]
     metrics: SearchMetrics
     # Only with `kinds` beyond memories (retrieval/kinds.py); null otherwise.
-    messages: list[MessageHit] | None = Field(default=None, description="With kinds including `messages`.")
-    traces: list[TraceHit] | None = Field(default=None, description="With kinds including `traces`.")
-    entities: list[EntityHit] | None = Field(default=None, description="With kinds including `entities`.")
+    messages: list[MessageHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `messages`."
+    )
+    traces: list[TraceHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `traces`."
+    )
+    entities: list[EntityHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `entities`."
+    )
