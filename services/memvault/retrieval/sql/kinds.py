@@ -38,6 +38,13 @@ async def messages(
 ) -> list[tuple[Event, float]]:
     """Messages with any of the query's words, best first; reading as a user or in a session keeps
     to that user's or session's messages."""
+    rows = await s.execute(messages_statement(tenant_id, namespace_id, query, filters, limit))
+    return [(e, float(r)) for e, r in rows.all()]
+
+
+def messages_statement(
+    tenant_id: uuid.UUID, namespace_id: uuid.UUID, query: str, filters: MemoryFilters | None, limit: int
+) -> Any:
     q = lexical_query(query)
     rank = func.ts_rank_cd(_words(Event.content), q)
     stmt = select(Event, rank).where(
@@ -52,8 +59,7 @@ async def messages(
             stmt = stmt.where(Event.occurred_at >= filters.since)
         if filters.until is not None:
             stmt = stmt.where(Event.occurred_at < filters.until)
-    rows = await s.execute(stmt.order_by(rank.desc(), Event.occurred_at.desc(), Event.seq.desc()).limit(limit))
-    return [(e, float(r)) for e, r in rows.all()]
+    return stmt.order_by(rank.desc(), Event.occurred_at.desc(), Event.seq.desc()).limit(limit)
 
 
 async def traces(
