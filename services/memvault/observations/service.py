@@ -89,12 +89,10 @@ class ObservationOps(FacadeBase):
                 raise ObservationNotFound(f"Session '{session_id}' has no observation yet: its extraction has not run.")
             return observation_out(found)
 
-    async def _session_observation(
-        self, p: Principal, namespace_id: uuid.UUID, session_id: str
-    ) -> ObservationOut | None:
+    async def _session_observation(self, p: Principal, ns: str, session_id: str) -> ObservationOut | None:
         """The observation for get_context, None when there is none (the caller checked its scope)."""
-        async with self._db.tenant_tx(p.tenant_id) as tx:
-            found = await repo.get(tx.session, p.tenant_id, namespace_id, session_id)
+        async with self._open(p, ns, scope=None) as (tx, namespace):
+            found = await repo.get(tx.session, p.tenant_id, namespace.id, session_id)
             return observation_out(found) if found is not None else None
 
     async def _observe_sessions(

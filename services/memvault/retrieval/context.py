@@ -182,7 +182,8 @@ def observation_block(o: ObservationOut, budget: int) -> str:
 
 
 def kind_lines(hits: dict[str, Any]) -> list[str]:
-    """One section per other kind asked for, a line per hit, best first."""
+    """A line per hit of the other kinds asked for, tagged with its kind: messages, traces, then
+    entities, each best first."""
     sections: list[str] = []
     for m in hits.get("messages") or []:
         sections.append(

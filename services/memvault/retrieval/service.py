@@ -335,11 +335,8 @@ class SearchOps(FacadeBase):
         # The session's observation heads the block; other kinds follow the memories.
         observation = None
         if req.session_id is not None:
-            async with self._open(p, ns, "read") as (_, namespace):
-                namespace_id = namespace.id
-            noted = await cast("NamespaceAPI", self)._session_observation(p, namespace_id, req.session_id)
+            noted = await cast("NamespaceAPI", self)._session_observation(p, ns, req.session_id)
             observation = observation_block(noted, req.token_budget) if noted is not None else None
-        hits: dict[str, Any] = {}
         if req.query and req.kinds != [Kind.memories]:
             hits = await self._kind_hits(p, ns, req.query, reader, req.kinds, req.limit)
         else:
