@@ -34,7 +34,7 @@ from memvault_sdk.types.entities import (
     Relation,
     RelationCreate,
 )
-from memvault_sdk.types.events import IngestParams, IngestResult, Message, MessageParam, Session
+from memvault_sdk.types.events import IngestParams, IngestResult, Message, MessageParam, Observation, Session
 from memvault_sdk.types.jobs import Job
 from memvault_sdk.types.memories import (
     Memory,
@@ -116,6 +116,7 @@ __all__ = [
     "NamespaceCreate",
     "NamespaceSettings",
     "Neighbour",
+    "Observation",
     "Plan",
     "Quota",
     "Relation",
