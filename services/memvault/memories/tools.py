@@ -27,7 +27,7 @@ from memvault.memories.schemas import (
     ScopeLevel,
 )
 from memvault.retrieval.context import ContextIn, ContextOut
-from memvault.retrieval.kinds import DEFAULT_KINDS, Kind
+from memvault.retrieval.kinds import Kind, KindName
 from memvault.retrieval.schemas import DEFAULT_WEIGHTS, Fusion, SearchIn, SearchOut
 
 Namespace = Annotated[
@@ -42,8 +42,8 @@ Since = Annotated[
 ]
 Until = Annotated[datetime | None, Field(description="Only memories dated before this time.")]
 Kinds = Annotated[
-    list[Kind] | None,
-    Field(description="memories (default), messages, traces, entities: each other kind in its own list."),
+    tuple[KindName, ...],
+    Field(description="Also messages, traces, entities (own lists)."),
 ]
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -143,12 +143,12 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         fusion: Annotated[Fusion | None, Field(description="`weighted` or `rrf`; default: the namespace's.")] = None,
         rerank: Annotated[bool | None, Field(description="Rerank the top hits if configured; default: if so.")] = None,
         rewrite: Annotated[bool | None, Field(description="Rewrite the query (HyDE) if configured.")] = None,
-        kinds: Kinds = None,
+        kinds: Kinds = ("memories",),
         namespace: Namespace = None,
     ) -> SearchOut:
         req = SearchIn(
             query=query,
-            kinds=kinds or DEFAULT_KINDS,
+            kinds=[Kind(k) for k in kinds],
             limit=limit,
             min_score=min_score,
             neighbours=neighbours,
@@ -178,8 +178,8 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         description=(
             "Recall what you know, as a ready-to-read markdown block within a token budget, grouped by type "
             "with dates. Call it at the start of a conversation (with user_id and/or session_id) and whenever a "
-            "new topic comes up (with a query). With a session_id it opens with that session's notes (summary, "
-            "decisions, open questions). Cheaper and broader than several searches."
+            "new topic comes up (with a query). With a session_id it opens with that session's notes. Cheaper and "
+            "broader than several searches."
         ),
     )
     async def memory_get_context(
@@ -188,7 +188,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         user_id: UserId = None,
         session_id: SessionId = None,
         token_budget: Annotated[int, Field(ge=50, le=32000)] = 1500,
-        kinds: Kinds = None,
+        kinds: Kinds = ("memories",),
         namespace: Namespace = None,
     ) -> ContextOut:
         req = ContextIn(
@@ -196,7 +196,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
             user_id=user_id,
             session_id=session_id,
             token_budget=token_budget,
-            kinds=kinds or DEFAULT_KINDS,
+            kinds=[Kind(k) for k in kinds],
         )
         return await call.api.get_context(call.p, call.ns(namespace), req)
 

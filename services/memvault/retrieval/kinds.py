@@ -8,6 +8,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 from enum import StrEnum
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -23,6 +24,9 @@ class Kind(StrEnum):
 
 
 DEFAULT_KINDS = [Kind.memories]
+# The same names as a Literal, for MCP: an inline enum costs a model fewer tokens than a $ref.
+KindName = Literal["memories", "messages", "traces", "entities"]
+assert set(get_args(KindName)) == set(Kind), "KindName and Kind must name the same kinds"
 KINDS_DESCRIPTION = (
     "What to search: memories (default), messages (conversation events), traces (reasoning traces by task and "
     "outcome), entities (by name, alias, description). Each kind but memories comes back in its own list; "
