@@ -8,8 +8,13 @@ import pytest
 from memvault.api import NamespaceAPI
 from memvault.entities.schemas import EntityIn
 from memvault.errors import InvalidInput, NotFound
+from memvault.events.schemas import EventsIn, MessageIn, Role
+from memvault.events.service import SessionNotFound
 from memvault.memories.schemas import MemoryFilters, MemoryIn, MemoryPatch, ScopeLevel
+from memvault.observations.service import ObservationNotFound
 from memvault.principal import ACT_AS, Principal, UserMismatch
+from memvault.retrieval.kinds import Kind
+from memvault.retrieval.schemas import SearchIn
 from memvault.traces.schemas import TraceCompleteIn, TraceIn, TraceStepIn
 from tests.conftest import Tenant
 
@@ -74,3 +79,34 @@ class TestBinding:
             with pytest.raises(NotFound):
                 await attempt
         assert (await api.get_trace(ana, ns, trace.id)).task == "Book Ana's clinic visit"
+
+
+class TestConversationsOfOthers:
+    """A signed-in user's conversation (its messages, traces and session notes) is not there for
+    another signed-in member, through the kinds of a search or the session's observation."""
+
+    async def test_messages_and_observations_stay_the_users(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
+        ns = tenant_a.namespace
+        ana, bob = signed_in(tenant_a, "ana"), signed_in(tenant_a, "bob")
+        await api.ingest_events(
+            ana,
+            ns,
+            EventsIn(session_id="s-ana", messages=[MessageIn(role=Role.user, content="My blood type is O negative")]),
+        )
+        await api.start_trace(ana, ns, TraceIn(task="Check the blood type for the clinic"))
+        search = SearchIn(query="blood type", kinds=[Kind.messages, Kind.traces])
+
+        mine = await api.search(ana, ns, search)
+        theirs = await api.search(bob, ns, search)
+        # An API key serving many users still reads every conversation, as before.
+        backend = await api.search(tenant_a.principal, ns, search)
+
+        assert [m.content for m in mine.messages or []] == ["My blood type is O negative"]
+        assert [t.task for t in mine.traces or []] == ["Check the blood type for the clinic"]
+        assert theirs.messages == [] and theirs.traces == []
+        assert [m.session_id for m in backend.messages or []] == ["s-ana"]
+        with pytest.raises(SessionNotFound):
+            await api.get_observations(bob, ns, "s-ana")
+        # Ana's own session is there; its notes are not written until extraction runs.
+        with pytest.raises(ObservationNotFound):
+            await api.get_observations(ana, ns, "s-ana")

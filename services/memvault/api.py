@@ -30,6 +30,7 @@ from memvault.memories.service import MemoryOps
 from memvault.namespaces.service import NamespaceOps
 from memvault.oauth.accounts import AccountOps
 from memvault.oauth.service import OAuthOps
+from memvault.observations.service import ObservationOps
 from memvault.operations import operation
 from memvault.operator import OperatorOps
 from memvault.overview.service import OverviewOps
@@ -68,6 +69,7 @@ class NamespaceAPI(
     IdempotencyOps,
     JobOps,
     ExtractionOps,
+    ObservationOps,
     MaintenanceOps,
     SignupOps,
     MemberOps,

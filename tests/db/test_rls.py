@@ -45,6 +45,7 @@ TABLES = (
     "oauth_spent_tickets",
     "member_invitations",
     "usage_hourly",
+    "observations",
 )
 TENANT_COLUMN = {table: "tenant_id" for table in TABLES} | {"tenants": "id"}
 
@@ -130,6 +131,11 @@ async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenan
                 "INSERT INTO member_invitations (tenant_id, email, role, invited_by, expires_at) "
                 "VALUES (%s, %s, 'member', 'test', now() + interval '1 day')",
                 (tenant.id, f"{uuid.uuid4().hex}@example.com"),
+            )
+            await owner.execute(
+                "INSERT INTO observations (tenant_id, namespace_id, session_id, summary, observed_by, message_count, "
+                "last_event_at) VALUES (%s, %s, 's1', 'a greeting', 'rules', 1, now())",
+                (tenant.id, ns_id),
             )
             await owner.execute(
                 "INSERT INTO usage_hourly (tenant_id, hour, door, operation, requests) "

@@ -39,6 +39,8 @@ EXTENDED = CORE | {
     "trace_complete",
     "memory_account",
     "memory_setup",
+    "memory_get_observations",
+    "memory_job_status",
 }
 
 

@@ -182,6 +182,9 @@ class TestEventsSessionsJobs:
         assert isinstance(job, Job) and job.kind == "extraction"
         done = await call(client.jobs.wait(result.job_id, timeout=120, poll_interval=0.2))
         assert done.status == "succeeded", done.error
+        notes = await call(client.sessions.observations("s1"))
+        assert notes.session_id == "s1" and notes.user_id == "ana" and notes.message_count == 2
+        assert "Lisbon" in notes.topics and notes.job_id == str(result.job_id)
 
     async def test_a_session_id_with_a_slash(self, client: Any) -> None:
         await call(client.events.ingest([{"role": "user", "content": "hello"}], session_id="team/42"))

@@ -6,7 +6,15 @@ from typing import Any, Literal
 from memvault_sdk._request import APIRequest, body, params, returns, segment
 from memvault_sdk.pagination import PageData
 from memvault_sdk.resources._resource import APIResource, AsyncAPIResource, SyncAPIResource, endpoint, paginated
-from memvault_sdk.types.events import IngestParams, IngestResult, Message, MessageParam, Role, Session
+from memvault_sdk.types.events import (
+    IngestParams,
+    IngestResult,
+    Message,
+    MessageParam,
+    Observation,
+    Role,
+    Session,
+)
 
 
 class _Events(APIResource):
@@ -40,6 +48,12 @@ class _Sessions(APIResource):
     def get(self, session_id: str, *, namespace: str | None = None) -> APIRequest[Session]:
         """One session: its user, first and last message times and message count."""
         return APIRequest("GET", f"{self._ns(namespace)}/sessions/{segment(session_id)}", returns(Session))
+
+    @endpoint
+    def observations(self, session_id: str, *, namespace: str | None = None) -> APIRequest[Observation]:
+        """A session's summary, topics, decisions and open questions, written by its extraction."""
+        path = f"{self._ns(namespace)}/sessions/{segment(session_id)}/observations"
+        return APIRequest("GET", path, returns(Observation))
 
     @paginated
     def messages(

@@ -7,7 +7,7 @@ from memvault_sdk._request import APIRequest, body, returns
 from memvault_sdk.resources._resource import APIResource, AsyncAPIResource, SyncAPIResource, endpoint
 from memvault_sdk.types.context import Context, ContextParams
 from memvault_sdk.types.memories import MemoryFilters
-from memvault_sdk.types.search import Fusion, SearchParams, SearchResponse
+from memvault_sdk.types.search import Fusion, Kind, SearchParams, SearchResponse
 
 
 class _Recall(APIResource):
@@ -27,12 +27,14 @@ class _Recall(APIResource):
         neighbours: int | None = None,
         rerank: bool | None = None,
         rewrite: bool | None = None,
+        kinds: list[Kind] | None = None,
         namespace: str | None = None,
     ) -> APIRequest[SearchResponse]:
         """Find memories by meaning and by words. Each result has its fused ``score``, its
         ``semantic_relevance`` (cosine; what ``min_score`` filters on) and which channels found it.
         ``weights`` and ``fusion`` override the namespace's; ``neighbours`` adds the memories around
-        each hit in its session; ``rerank`` / ``rewrite`` switch the server's second stage."""
+        each hit in its session; ``rerank`` / ``rewrite`` switch the server's second stage. ``kinds``
+        adds conversation messages, traces or entities matching the query, each in its own list."""
         payload = body(
             SearchParams,
             query=query,
@@ -47,6 +49,7 @@ class _Recall(APIResource):
             neighbours=neighbours,
             rerank=rerank,
             rewrite=rewrite,
+            kinds=kinds,
         )
         path = f"{self._ns(namespace)}/search"
         return APIRequest("POST", path, returns(SearchResponse), body=payload, retry="read")
@@ -61,10 +64,12 @@ class _Recall(APIResource):
         token_budget: int | None = None,
         limit: int | None = None,
         filters: MemoryFilters | dict[str, Any] | None = None,
+        kinds: list[Kind] | None = None,
         namespace: str | None = None,
     ) -> APIRequest[Context]:
         """A prompt-ready markdown block of what is remembered for a query and/or a session or user,
-        packed by rank into ``token_budget`` tokens."""
+        packed by rank into ``token_budget`` tokens; with a ``session_id`` it opens with the
+        session's observation."""
         payload = body(
             ContextParams,
             query=query,
@@ -73,6 +78,7 @@ class _Recall(APIResource):
             token_budget=token_budget,
             limit=limit,
             filters=filters,
+            kinds=kinds,
         )
         path = f"{self._ns(namespace)}/context"
         return APIRequest("POST", path, returns(Context), body=payload, retry="read")

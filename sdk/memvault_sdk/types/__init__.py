@@ -34,7 +34,7 @@ from memvault_sdk.types.entities import (
     Relation,
     RelationCreate,
 )
-from memvault_sdk.types.events import IngestParams, IngestResult, Message, MessageParam, Session
+from memvault_sdk.types.events import IngestParams, IngestResult, Message, MessageParam, Observation, Session
 from memvault_sdk.types.jobs import Job
 from memvault_sdk.types.memories import (
     Memory,
@@ -48,12 +48,16 @@ from memvault_sdk.types.memories import (
 )
 from memvault_sdk.types.search import (
     ChannelSignal,
+    EntityHit,
     Fusion,
+    Kind,
+    MessageHit,
     SearchMetrics,
     SearchParams,
     SearchResponse,
     SearchResult,
     Signals,
+    TraceHit,
 )
 from memvault_sdk.types.traces import (
     Trace,
@@ -80,6 +84,7 @@ __all__ = [
     "Entity",
     "EntityCreate",
     "EntityGraph",
+    "EntityHit",
     "EntityLinks",
     "EntityUpdate",
     "ExportRecord",
@@ -92,6 +97,7 @@ __all__ = [
     "Job",
     "KeyCreate",
     "KeyRotate",
+    "Kind",
     "LinkedMemory",
     "MaintenanceSchedule",
     "Memory",
@@ -104,11 +110,13 @@ __all__ = [
     "MemoryHistory",
     "MemoryUpdate",
     "Message",
+    "MessageHit",
     "MessageParam",
     "Namespace",
     "NamespaceCreate",
     "NamespaceSettings",
     "Neighbour",
+    "Observation",
     "Plan",
     "Quota",
     "Relation",
@@ -125,6 +133,7 @@ __all__ = [
     "TraceComplete",
     "TraceCreate",
     "TraceDetail",
+    "TraceHit",
     "TraceSearchParams",
     "TraceSearchResponse",
     "TraceSearchResult",

@@ -36,6 +36,22 @@ class Session(Model):
     message_count: int
 
 
+class Observation(Model):
+    """What a session was about, as its last extraction wrote it."""
+
+    session_id: str
+    user_id: str | None = None
+    summary: str
+    topics: list[str]
+    decisions: list[str]
+    open_questions: list[str]
+    observed_by: str
+    message_count: int
+    last_event_at: datetime
+    job_id: str | None = None
+    updated_at: datetime
+
+
 class IngestResult(Model):
     job_id: str
     job_created: bool

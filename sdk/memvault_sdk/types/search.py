@@ -7,6 +7,8 @@ from memvault_sdk.types._model import Model, Params
 from memvault_sdk.types.memories import Memory, MemoryFilters
 
 Fusion = Literal["weighted", "rrf"]
+# What a search or context looks through; each kind but memories comes back in a list of its own.
+Kind = Literal["memories", "messages", "traces", "entities"]
 
 
 class SearchParams(Params):
@@ -22,6 +24,7 @@ class SearchParams(Params):
     neighbours: int | None = None
     rerank: bool | None = None
     rewrite: bool | None = None
+    kinds: list[Kind] | None = None
 
 
 class ChannelSignal(Model):
@@ -56,6 +59,34 @@ class SearchMetrics(Model):
     stages: dict[str, str] = {}
 
 
+class MessageHit(Model):
+    id: str
+    session_id: str
+    role: str
+    content: str
+    timestamp: datetime
+    score: float
+
+
+class TraceHit(Model):
+    id: str
+    task: str
+    outcome: str | None = None
+    success: bool | None = None
+    score: float
+
+
+class EntityHit(Model):
+    id: str
+    name: str
+    type: str
+    score: float
+
+
 class SearchResponse(Model):
     results: list[SearchResult]
     metrics: SearchMetrics
+    # Present only when `kinds` asked for them.
+    messages: list[MessageHit] | None = None
+    traces: list[TraceHit] | None = None
+    entities: list[EntityHit] | None = None

@@ -9,6 +9,7 @@ from memvault.events.schemas import EventsIn, IngestOut, MessagePage, Role, Sess
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
 from memvault.gateway.idempotency import IDEMPOTENT
 from memvault.namespaces.router import NamespaceName
+from memvault.observations.schemas import ObservationOut
 
 router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["events"])
 
@@ -66,6 +67,15 @@ async def list_messages(
     """A session's messages in conversation order (message time, then arrival); follow `next_cursor`."""
     _no_nul(session_id, "session_id")
     return await api.list_messages(p, ns, session_id, limit=limit, cursor=cursor, order=order, role=role)
+
+
+@router.get("/sessions/{session_id:path}/observations")
+async def get_observations(ns: NamespaceName, session_id: SessionIdPath, p: ReadPrincipal, api: Api) -> ObservationOut:
+    """What the session was about: summary, topics, decisions and open questions, written by its
+    extraction (rule-based, or the configured LLM) and rewritten each time new events are extracted.
+    404 `observation_not_found` until the session's first extraction job has run."""
+    _no_nul(session_id, "session_id")
+    return await api.get_observations(p, ns, session_id)
 
 
 @router.get("/sessions/{session_id:path}")

@@ -96,6 +96,10 @@ class ExtractionOps(FacadeBase):
             if close is not None:
                 await close()
             stats.update(getattr(extractor, "stats", {}))
+        if not left:
+            # Also on a re-run that found nothing new: the sessions' observations are rebuilt whole.
+            sessions = [e.session_id for e in events]
+            await cast("NamespaceAPI", self)._observe_sessions(p, namespace.id, sessions, job.id, stats)
         return {
             "extractor": extractor.name,
             "events": len(events),

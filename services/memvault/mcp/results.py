@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from memvault.memories.schemas import MemoryType, ScopeLevel
 from memvault.retrieval.context import ContextOut
+from memvault.retrieval.kinds import EntityHit, MessageHit, TraceHit
 from memvault.retrieval.schemas import SearchMetrics, SearchOut, Signals
 
 
@@ -40,6 +41,10 @@ class Hit(BaseModel):
 class Hits(BaseModel):
     results: list[Hit] = Field(description="Best first.")
     metrics: SearchMetrics | None = Field(default=None, description="With explain: true, how the search ran.")
+    # With kinds naming them only.
+    messages: list[MessageHit] | None = None
+    traces: list[TraceHit] | None = None
+    entities: list[EntityHit] | None = None
 
 
 def hits(out: SearchOut, *, explain: bool = False) -> Hits:
@@ -65,7 +70,13 @@ def hits(out: SearchOut, *, explain: bool = False) -> Hits:
                 }
             )
         results.append(hit)
-    return Hits(results=results, metrics=out.metrics if explain else None)
+    return Hits(
+        results=results,
+        metrics=out.metrics if explain else None,
+        messages=out.messages,
+        traces=out.traces,
+        entities=out.entities,
+    )
 
 
 def compact(model: BaseModel) -> CallToolResult:
@@ -79,6 +90,11 @@ def context(out: ContextOut) -> CallToolResult:
     text = out.context
     if out.omitted:
         text += f"\n\n({out.omitted} more relevant memories did not fit in {out.token_budget} tokens.)"
+    # Other kinds, when asked for, follow the block as one line of JSON each (the model reads the text).
+    for kind in ("messages", "traces", "entities"):
+        found = getattr(out, kind)
+        if found is not None:
+            text += f"\n\n{kind}: " + _json([hit.model_dump(mode="json") for hit in found])
     data = out.model_dump(mode="json")
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 

@@ -15,18 +15,29 @@ from memvault import __version__
 from memvault.entities import tools as entity_tools
 from memvault.events import tools as event_tools
 from memvault.graph import tools as graph_tools
+from memvault.jobs import tools as job_tools
 from memvault.mcp import prompts, resources, setup, setup_tools
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.schema import lean_tools
 from memvault.mcp.tool import ToolCall, Tools
 from memvault.memories import tools as memory_tools
 from memvault.memories.tools import READ
+from memvault.observations import tools as observation_tools
 from memvault.traces import tools as trace_tools
 
 Profile = Literal["core", "extended"]
 
 # Each capability's tools.py has register(server, rt, *, extended); a new capability adds its module here.
-TOOL_MODULES = (memory_tools, event_tools, entity_tools, trace_tools, graph_tools, setup_tools)
+TOOL_MODULES = (
+    memory_tools,
+    event_tools,
+    entity_tools,
+    trace_tools,
+    graph_tools,
+    observation_tools,
+    job_tools,
+    setup_tools,
+)
 
 INSTRUCTIONS = """\
 memvault is your long-term memory across conversations. Use it like this:

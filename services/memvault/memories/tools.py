@@ -29,17 +29,20 @@ from memvault.memories.schemas import (
     ScopeLevel,
 )
 from memvault.retrieval.context import ContextIn, ContextOut
+from memvault.retrieval.kinds import Kind, KindName
 from memvault.retrieval.schemas import SearchIn
 
 Namespace = Annotated[str | None, Field(description="Default: the credential's default namespace.")]
-UserId = Annotated[str | None, Field(description="The user this concerns (their memories are private to them).")]
-SessionId = Annotated[str | None, Field(description="The conversation/session this concerns.")]
+# A signed-in person's calls are theirs whatever a model passes (acting.py): the user defaults to them.
+UserId = Annotated[str | None, Field(description="The user it concerns; default: the signed-in one.")]
+SessionId = Annotated[str | None, Field(description="The conversation it concerns.")]
 MemoryId = Annotated[uuid.UUID, Field(description="A memory id, as returned by memory_store or memory_search.")]
 Since = Annotated[
     datetime | None,
     Field(description="Only memories dated at or after this (their valid_from, else when stored)."),
 ]
 Until = Annotated[datetime | None, Field(description="Only memories dated before this.")]
+Kinds = Annotated[tuple[KindName, ...], Field(description="Also messages, traces, entities.")]
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -55,11 +58,10 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         title="Remember something",
         annotations=WRITE,
         description=(
-            "Store one durable memory for later conversations. Call it as soon as the user states "
-            "a preference, makes a decision, corrects you, or tells you something about themselves or their work. "
-            "One self-contained statement (`Ana prefers window seats`), not a transcript. Give things that change "
-            "a stable `key` (`seat_preference`): storing it again replaces the old version, kept in history. "
-            "Secrets (passwords, API keys, tokens) are refused."
+            "Store one durable memory, as soon as the user states a preference, decides, corrects you, or says "
+            "something about themselves or their work. One self-contained statement (`Ana prefers window seats`), "
+            "not a transcript. Give things that change a stable `key` (`seat_preference`): storing it again "
+            "replaces the old version, kept in history. Secrets (passwords, API keys, tokens) are refused."
         ),
     )
     async def memory_store(
@@ -71,7 +73,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         user_id: UserId = None,
         agent_id: Annotated[str | None, Field(description="The agent that learned it.")] = None,
         session_id: SessionId = None,
-        role: Annotated[str | None, Field(description="Who said it: user, assistant, tool or system.")] = None,
+        role: Annotated[str | None, Field(description="Who said it: user, assistant, tool, system.")] = None,
         speaker: Annotated[str | None, Field(description="Name of who said it.")] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description="Extra JSON to keep.")] = None,
         importance: Annotated[float, Field(ge=0, le=1, description="0..1, how much it matters.")] = 0.5,
@@ -120,6 +122,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         knowledge_at: Annotated[datetime | None, Field(description="As of: what was known at this time.")] = None,
         valid_at: Annotated[datetime | None, Field(description="What was true at this time.")] = None,
         explain: Annotated[bool, Field(description="Also say why each hit ranked (scope, owner, signals).")] = False,
+        kinds: Kinds = ("memories",),
         namespace: Namespace = None,
         entity: Annotated[
             str | None, Field(description="Only memories linked to this entity (id, name or alias).")
@@ -129,6 +132,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         # namespace's settings: a model does not tune them, and each costs tokens on every turn.
         req = SearchIn(
             query=query,
+            kinds=[Kind(k) for k in kinds],
             limit=limit,
             entity=entity,
             filters=MemoryFilters(
@@ -151,7 +155,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         description=(
             "Recall what you know as a ready-to-read markdown block within a token budget, grouped by type, with "
             "dates. Call it at the start of a conversation (with user_id and/or session_id) and when a new topic "
-            "comes up (with a query). Broader and cheaper than several searches."
+            "comes up (with a query). With a session_id it opens with that session's notes."
         ),
     )
     async def memory_get_context(
@@ -160,9 +164,16 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         user_id: UserId = None,
         session_id: SessionId = None,
         token_budget: Annotated[int, Field(ge=50, le=32000)] = 1500,
+        kinds: Kinds = ("memories",),
         namespace: Namespace = None,
     ) -> Annotated[CallToolResult, ContextOut]:
-        req = ContextIn(query=query, user_id=user_id, session_id=session_id, token_budget=token_budget)
+        req = ContextIn(
+            query=query,
+            user_id=user_id,
+            session_id=session_id,
+            token_budget=token_budget,
+            kinds=[Kind(k) for k in kinds],
+        )
         return results.context(await call.api.get_context(call.p, call.ns(namespace), req))
 
     @tool(
@@ -170,9 +181,9 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         title="Forget",
         annotations=DESTROY,
         description=(
-            "Forget one memory (memory_id) or everything about a user, session or entity. By default it is "
-            "archived: out of recall, recoverable. `hard: true` erases for good, with every version and history "
-            "(for a user/session, their conversation log too); only when the user asks you to forget."
+            "Forget one memory (memory_id) or everything about a user, session or entity: archived (out of "
+            "recall, recoverable) by default; `hard: true` erases every version for good (for a user/session, "
+            "their conversation log too), only when the user asks you to forget."
         ),
     )
     async def memory_forget(

@@ -11,11 +11,23 @@ from __future__ import annotations
 import math
 import uuid
 from dataclasses import dataclass
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from memvault.fields import Body
 from memvault.memories.schemas import MemoryFilters, MemoryOut, OwnerId
+from memvault.observations.schemas import ObservationOut
+from memvault.retrieval.kinds import (
+    DEFAULT_KINDS,
+    KINDS_DESCRIPTION,
+    EntityHit,
+    Kind,
+    MessageHit,
+    TraceHit,
+    not_asked,
+    unique_kinds,
+)
 
 # Heading per type, in the order sections appear when present.
 SECTIONS = {
@@ -49,6 +61,11 @@ class ContextIn(Body):
     token_budget: int = Field(default=1500, ge=50, le=32000, description="Upper bound of the block's tokens.")
     limit: int = Field(default=30, ge=1, le=100, description="Candidates to consider.")
     filters: MemoryFilters | None = None
+    kinds: Annotated[list[Kind], AfterValidator(unique_kinds)] = Field(
+        default_factory=lambda: list(DEFAULT_KINDS),
+        max_length=len(Kind),
+        description=KINDS_DESCRIPTION + " Kinds other than memories need a query.",
+    )
 
     @model_validator(mode="after")
     def _something_to_recall(self) -> ContextIn:
@@ -64,6 +81,20 @@ class ContextOut(BaseModel):
     memory_ids: list[uuid.UUID] = Field(description="The memories included, in rank order.")
     truncated: bool = Field(description="True when the top memory alone exceeded the budget and was shortened.")
     omitted: int = Field(description="Ranked memories left out for lack of budget.")
+    session_observation: bool = Field(
+        default=False,
+        exclude_if=not_asked,
+        description="True when the block opens with the session's observation (summary, decisions, open questions).",
+    )
+    messages: list[MessageHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `messages`."
+    )
+    traces: list[TraceHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `traces`."
+    )
+    entities: list[EntityHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `entities`."
+    )
 
 
 @dataclass
@@ -121,3 +152,65 @@ def _shortened(m: MemoryOut, budget: int) -> Line:
     room = max(0, (budget - overhead) * 4 - len(TRUNCATION_MARK))
     short = m.content[:room].rstrip() + TRUNCATION_MARK
     return Line(m, line_for(m.model_copy(update={"content": short})))
+
+
+# ---- the session's observation and other kinds, around the memories (issue 28) ----------------
+
+SESSION_HEADER = "## This session"
+# The observation takes at most this share of the budget; the memories keep the rest.
+OBSERVATION_SHARE = 3
+LINE_CHARS = 200
+
+
+def _short(text: str, chars: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= chars else text[:chars].rstrip() + TRUNCATION_MARK
+
+
+def observation_block(o: ObservationOut, budget: int) -> str:
+    """The session's observation, compactly: its summary, then decisions and open questions while
+    they fit ``budget`` tokens (a summary too long alone is shortened)."""
+    room = max(budget // OBSERVATION_SHARE, 20)
+    lines = [SESSION_HEADER, _short(o.summary, room * 4 - len(SESSION_HEADER) - 1)]
+    for label, items in (("Decision", o.decisions), ("Open question", o.open_questions)):
+        for item in items:
+            line = f"- {label}: {_short(item, LINE_CHARS)}"
+            if estimate_tokens("\n".join([*lines, line])) > room:
+                break
+            lines.append(line)
+    return "\n".join(lines)
+
+
+def kind_lines(hits: dict[str, Any]) -> list[str]:
+    """A line per hit of the other kinds asked for, tagged with its kind: messages, traces, then
+    entities, each best first."""
+    sections: list[str] = []
+    for m in hits.get("messages") or []:
+        sections.append(
+            f"- [message {m.timestamp.date().isoformat()}, session {m.session_id}, {m.role}] "
+            + _short(m.content, LINE_CHARS)
+        )
+    for t in hits.get("traces") or []:
+        ended = "" if t.outcome is None else f" → {_short(t.outcome, LINE_CHARS // 2)}"
+        sections.append(f"- [trace] {_short(t.task, LINE_CHARS)}{ended}")
+    for e in hits.get("entities") or []:
+        sections.append(f"- [entity] {e.name} ({e.type})")
+    return sections
+
+
+def assemble(observation: str | None, packed: ContextOut, extra: list[str], budget: int) -> ContextOut:
+    """The block: the observation first, the packed memories, then other kinds' lines while they fit."""
+    parts = [observation] if observation else []
+    parts.append(packed.context)
+    block = "\n\n".join(parts)
+    if extra:
+        added = "\n\n### Related"
+        for line in extra:
+            if estimate_tokens(block + added + "\n" + line) > budget:
+                break
+            added += "\n" + line
+        if added != "\n\n### Related":
+            block += added
+    return packed.model_copy(
+        update={"context": block, "tokens": estimate_tokens(block), "session_observation": observation is not None}
+    )

@@ -7,6 +7,16 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from memvault.fields import Body
 from memvault.memories.schemas import MemoryFilters, MemoryOut, Timestamp, _not_blank, no_nul
+from memvault.retrieval.kinds import (
+    DEFAULT_KINDS,
+    KINDS_DESCRIPTION,
+    EntityHit,
+    Kind,
+    MessageHit,
+    TraceHit,
+    not_asked,
+    unique_kinds,
+)
 
 # Fusion channels: two retrieve candidates (dense, lexical); the rest rank those candidates.
 CHANNELS = ("dense", "lexical", "recency", "importance", "access", "strength", "intent", "graph", "time", "context")
@@ -97,6 +107,10 @@ class SearchIn(Body):
         "ambiguous name is refused.",
     )
 
+    kinds: Annotated[list[Kind], AfterValidator(unique_kinds)] = Field(
+        default_factory=lambda: list(DEFAULT_KINDS), max_length=len(Kind), description=KINDS_DESCRIPTION
+    )
+
     @field_validator("weights")
     @classmethod
     def _known_weights(cls, v: dict[str, float] | None) -> dict[str, float] | None:
@@ -171,3 +185,13 @@ class SearchMetrics(BaseModel):
 class SearchOut(BaseModel):
     results: list[SearchResult]
     metrics: SearchMetrics
+    # Only with `kinds` beyond memories (retrieval/kinds.py); null otherwise.
+    messages: list[MessageHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `messages`."
+    )
+    traces: list[TraceHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `traces`."
+    )
+    entities: list[EntityHit] | None = Field(
+        default=None, exclude_if=not_asked, description="With kinds including `entities`."
+    )

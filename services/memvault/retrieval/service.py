@@ -29,10 +29,19 @@ from memvault.observability import metrics
 from memvault.operations import operation
 from memvault.principal import Principal
 from memvault.retrieval.chain import owner_read
-from memvault.retrieval.context import ContextIn, ContextOut, pack
+from memvault.retrieval.context import (
+    ContextIn,
+    ContextOut,
+    assemble,
+    estimate_tokens,
+    kind_lines,
+    observation_block,
+    pack,
+)
 from memvault.retrieval.cues import QueryCues, analyse
 from memvault.retrieval.hits import Hit, matched_by
 from memvault.retrieval.hybrid import hybrid_search
+from memvault.retrieval.kinds import MESSAGE_CHARS, EntityHit, Kind, MessageHit, TraceHit
 from memvault.retrieval.lexical import TermStats
 from memvault.retrieval.plan import NamedEntities, SearchPlan
 from memvault.retrieval.schemas import (
@@ -44,6 +53,7 @@ from memvault.retrieval.schemas import (
     SearchResult,
     Signals,
 )
+from memvault.retrieval.sql import kinds as kinds_sql
 from memvault.retrieval.sql.neighbours import neighbours_of
 from memvault.retrieval.sql.preamble import search_preamble
 from memvault.retrieval.sql.settings import search_settings
@@ -90,6 +100,8 @@ class SearchOps(FacadeBase):
         p.require("read", ns)
         if req.entity is not None or (req.filters is not None and req.filters.entity_id is not None):
             req = await self._entity_filter(p, ns, req)
+        if req.kinds != [Kind.memories]:
+            return await self._search_kinds(p, ns, req)
         failures: list[str] = []
         started = time.perf_counter()
         second = SecondStage(
@@ -342,4 +354,69 @@ class SearchOps(FacadeBase):
             ranked = [r.memory for r in found.results]
         else:
             ranked = (await cast("NamespaceAPI", self).list_memories(p, ns, reader, limit=req.limit)).data
-        return pack(ranked, req.token_budget)
+        if req.session_id is None and req.kinds == [Kind.memories]:
+            return pack(ranked, req.token_budget)
+        # The session's observation heads the block; other kinds follow the memories.
+        observation = None
+        if req.session_id is not None:
+            noted = await cast("NamespaceAPI", self)._session_observation(p, ns, req.session_id)
+            observation = observation_block(noted, req.token_budget) if noted is not None else None
+        if req.query and req.kinds != [Kind.memories]:
+            hits = await self._kind_hits(p, ns, req.query, reader, req.kinds, req.limit)
+        else:
+            hits = {k.value: [] for k in req.kinds if k != Kind.memories}
+        room = req.token_budget - (estimate_tokens(observation) + 1 if observation else 0)
+        packed = pack(ranked, max(room, 1)).model_copy(update=hits)
+        return assemble(observation, packed, kind_lines(hits), req.token_budget)
+
+    async def _search_kinds(self, p: Principal, ns: str, req: SearchIn) -> SearchOut:
+        """A search with ``kinds`` beyond memories: the memory search as ever if memories are asked
+        for, and each other kind's list beside it."""
+        started = time.perf_counter()
+        if Kind.memories in req.kinds:
+            out = await self.search(p, ns, req.model_copy(update={"kinds": [Kind.memories]}))
+        else:
+            out = SearchOut(
+                results=[],
+                metrics=SearchMetrics(timings_ms={}, matched_by={}, backend_failures=[], min_score_applied=False),
+            )
+        hits = await self._kind_hits(p, ns, req.query, req.filters, req.kinds, req.limit)
+        out = out.model_copy(update=hits)
+        out.metrics.timings_ms["kinds"] = round((time.perf_counter() - started) * 1000, 2)
+        return out
+
+    async def _kind_hits(
+        self, p: Principal, ns: str, query: str, filters: MemoryFilters | None, kinds: list[Kind], limit: int
+    ) -> dict[str, Any]:
+        """The ``messages``, ``traces`` and ``entities`` lists a search or context asked for."""
+        out: dict[str, Any] = {}
+        async with self._open(p, ns, "read") as (tx, namespace):
+            if Kind.messages in kinds:
+                found = await kinds_sql.messages(
+                    tx.session, p.tenant_id, namespace.id, query, filters, limit, reader=p.reader
+                )
+                out["messages"] = [
+                    MessageHit(
+                        id=e.id,
+                        session_id=e.session_id,
+                        role=e.role,
+                        content=e.content[:MESSAGE_CHARS],
+                        timestamp=e.occurred_at,
+                        score=round(score, 4),
+                    )
+                    for e, score in found
+                ]
+            if Kind.traces in kinds:
+                traced = await kinds_sql.traces(
+                    tx.session, p.tenant_id, namespace.id, query, filters, limit, reader=p.reader
+                )
+                out["traces"] = [
+                    TraceHit(id=t.id, task=t.task, outcome=t.outcome, success=t.success, score=round(score, 4))
+                    for t, score in traced
+                ]
+            if Kind.entities in kinds:
+                named = await kinds_sql.entities(tx.session, p.tenant_id, namespace.id, query, limit)
+                out["entities"] = [
+                    EntityHit(id=e.id, name=e.name, type=e.type, score=round(score, 4)) for e, score in named
+                ]
+        return out
