@@ -13,10 +13,12 @@ from typing import Any
 
 from memvault import __version__
 from memvault.audit.service import AuditOps
+from memvault.contradictions.service import ContradictionOps
 from memvault.entities.service import EntityOps
 from memvault.events.service import EventOps
 from memvault.extraction.service import ExtractionOps
 from memvault.facade import FacadeBase
+from memvault.facts.service import FactOps
 from memvault.forget.service import ForgetOps
 from memvault.idempotency.service import IdempotencyOps
 from memvault.jobs.registry import job_handlers
@@ -71,6 +73,8 @@ class NamespaceAPI(
     AccountOps,
     OperatorOps,
     LimitOps,
+    FactOps,
+    ContradictionOps,
     FacadeBase,
 ):
     # ---- status ---------------------------------------------------------------------------

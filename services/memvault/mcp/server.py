@@ -9,8 +9,10 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel
 
 from memvault import __version__
+from memvault.contradictions import tools as contradiction_tools
 from memvault.entities import tools as entity_tools
 from memvault.events import tools as event_tools
+from memvault.facts import tools as fact_tools
 from memvault.mcp import prompts, resources
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.tool import ToolCall, Tools
@@ -21,7 +23,7 @@ from memvault.traces import tools as trace_tools
 Profile = Literal["core", "extended"]
 
 # Each capability's tools.py has register(server, rt, *, extended); a new capability adds its module here.
-TOOL_MODULES = (memory_tools, event_tools, entity_tools, trace_tools)
+TOOL_MODULES = (memory_tools, event_tools, entity_tools, trace_tools, fact_tools, contradiction_tools)
 
 INSTRUCTIONS = """\
 memvault is your long-term memory across conversations. Use it like this:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import uuid
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -139,6 +140,10 @@ class SearchResult(BaseModel):
     memory: MemoryOut
     neighbours: list[MemoryOut] | None = Field(
         default=None, description="With `neighbours` > 0: the memories around this one in its session, in order."
+    )
+    contradicted_by: list[uuid.UUID] = Field(
+        default_factory=list,
+        description="Memories marked as contradicting this one and not yet resolved (memory_mark_contradiction).",
     )
 
 
