@@ -33,6 +33,10 @@ EXTENDED = CORE | {
     "trace_complete",
     "memory_status",
     "memory_account",
+    "memory_add_preference",
+    "memory_add_fact",
+    "memory_mark_contradiction",
+    "memory_resolve_contradiction",
 }
 
 

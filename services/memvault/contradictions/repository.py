@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -48,7 +48,9 @@ async def insert_open(
                 func.least(Contradiction.memory_id, Contradiction.other_id),
                 func.greatest(Contradiction.memory_id, Contradiction.other_id),
             ],
-            index_where=Contradiction.state == "open",
+            # A literal, not a bound parameter: PostgreSQL matches the partial index only by its
+            # predicate's text, and a parameter it cannot see would leave it without a match.
+            index_where=text("state = 'open'"),
         )
         .returning(Contradiction)
     )
