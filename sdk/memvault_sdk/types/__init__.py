@@ -22,6 +22,7 @@ from memvault_sdk.types.admin import (
     Status,
 )
 from memvault_sdk.types.context import Context, ContextParams
+from memvault_sdk.types.contradictions import Contradiction, ContradictionCreate, ContradictionResolve
 from memvault_sdk.types.entities import (
     Entity,
     EntityCreate,
@@ -35,6 +36,7 @@ from memvault_sdk.types.entities import (
     RelationCreate,
 )
 from memvault_sdk.types.events import IngestParams, IngestResult, Message, MessageParam, Session
+from memvault_sdk.types.facts import Fact, FactCreate, PreferenceCreate
 from memvault_sdk.types.jobs import Job
 from memvault_sdk.types.memories import (
     Memory,
@@ -77,12 +79,17 @@ __all__ = [
     "ChannelSignal",
     "Context",
     "ContextParams",
+    "Contradiction",
+    "ContradictionCreate",
+    "ContradictionResolve",
     "Entity",
     "EntityCreate",
     "EntityGraph",
     "EntityLinks",
     "EntityUpdate",
     "ExportRecord",
+    "Fact",
+    "FactCreate",
     "ForgetParams",
     "ForgetResult",
     "Fusion",
@@ -110,6 +117,7 @@ __all__ = [
     "NamespaceSettings",
     "Neighbour",
     "Plan",
+    "PreferenceCreate",
     "Quota",
     "Relation",
     "RelationCreate",

@@ -42,6 +42,7 @@ class SearchResult(Model):
     signals: Signals
     memory: Memory
     neighbours: list[Memory] | None = None
+    contradicted_by: list[str] = []
 
 
 class SearchMetrics(Model):
