@@ -136,3 +136,17 @@ class TestTenants:
         async with mcp_session(base_url, tenant_a.key) as a:
             still = await call(a, "memory_search", query="where does Ana live?")
             assert hit(still, oslo["id"])["contradicted_by"] == [bergen["id"]]
+
+
+class TestReaders:
+    async def test_another_users_memory_is_not_named_on_a_hit(self, base_url: str, tenant_a: Tenant) -> None:
+        async with mcp_session(base_url, tenant_a.key) as s:
+            shared = await call(s, "memory_store", content="The team standup is at 9:00")
+            private = await call(s, "memory_store", content="The team standup is at 9:30", user_id="ana")
+            await call(s, "memory_mark_contradiction", memory_id=shared["id"], other_id=private["id"])
+
+            as_ana = await call(s, "memory_search", query="when is the team standup?", user_id="ana")
+            as_bob = await call(s, "memory_search", query="when is the team standup?", user_id="bob")
+
+            assert hit(as_ana, shared["id"])["contradicted_by"] == [private["id"]]
+            assert [(r["memory"]["id"], r["contradicted_by"]) for r in as_bob["results"]] == [(shared["id"], [])]

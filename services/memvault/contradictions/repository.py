@@ -10,9 +10,11 @@ from typing import Any
 from sqlalchemy import func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from memvault.contradictions.models import Contradiction
 from memvault.db.pagination import newest_first
+from memvault.memories.models import Memory
 
 
 def _pair(a: uuid.UUID, b: uuid.UUID) -> Any:
@@ -121,22 +123,54 @@ async def page(
 
 
 async def open_against(
-    s: AsyncSession, tenant_id: uuid.UUID, memory_ids: Sequence[uuid.UUID]
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    memory_ids: Sequence[uuid.UUID],
+    *,
+    user_id: str | None = None,
+    session_id: str | None = None,
 ) -> dict[uuid.UUID, list[uuid.UUID]]:
-    """For each of these memories, the memories an open mark says contradict it."""
+    """For each of these memories, the memories an open mark says contradict it. Reading as a user
+    or in a session, only those the reader may see: another user's or session's memory is not
+    named (its id would say that it exists)."""
     if not memory_ids:
         return {}
     ids = list(memory_ids)
-    stmt = select(Contradiction.memory_id, Contradiction.other_id).where(
-        Contradiction.tenant_id == tenant_id,
-        Contradiction.state == "open",
-        or_(Contradiction.memory_id.in_(ids), Contradiction.other_id.in_(ids)),
+    one, two = aliased(Memory), aliased(Memory)
+    stmt = (
+        select(
+            Contradiction.memory_id,
+            one.scope,
+            one.user_id,
+            one.session_id,
+            Contradiction.other_id,
+            two.scope,
+            two.user_id,
+            two.session_id,
+        )
+        .join(one, (one.tenant_id == Contradiction.tenant_id) & (one.id == Contradiction.memory_id))
+        .join(two, (two.tenant_id == Contradiction.tenant_id) & (two.id == Contradiction.other_id))
+        .where(
+            Contradiction.tenant_id == tenant_id,
+            Contradiction.state == "open",
+            or_(Contradiction.memory_id.in_(ids), Contradiction.other_id.in_(ids)),
+        )
     )
+
+    def seen(scope: str, owner_user: str | None, owner_session: str | None) -> bool:
+        if user_id is None and session_id is None:
+            return True  # browsing the namespace sees every row of it
+        if scope == "user":
+            return user_id is not None and owner_user == user_id
+        if scope == "session":
+            return session_id is not None and owner_session == session_id
+        return True
+
     wanted = set(ids)
     out: dict[uuid.UUID, list[uuid.UUID]] = {}
-    for a, b in (await s.execute(stmt)).all():
-        if a in wanted:
+    for a, a_scope, a_user, a_session, b, b_scope, b_user, b_session in (await s.execute(stmt)).all():
+        if a in wanted and seen(b_scope, b_user, b_session):
             out.setdefault(a, []).append(b)
-        if b in wanted:
+        if b in wanted and seen(a_scope, a_user, a_session):
             out.setdefault(b, []).append(a)
     return out

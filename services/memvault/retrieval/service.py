@@ -126,7 +126,14 @@ class SearchOps(FacadeBase):
                     neighbours, neighbours_ms = await self._neighbours(tx, plan.namespace_id, req, hits)
                 # Open contradictions of the hits (a reranked list is drawn from these), in the same
                 # transaction: one indexed lookup.
-                contradicted = await open_against(tx.session, tx.tenant_id, [h.memory.id for h in hits])
+                reader = req.filters or MemoryFilters()
+                contradicted = await open_against(
+                    tx.session,
+                    tx.tenant_id,
+                    [h.memory.id for h in hits],
+                    user_id=reader.user_id,
+                    session_id=reader.session_id,
+                )
             if reranking:
                 # The reranker may be a remote call of up to its timeout: no transaction waits on
                 # it. The neighbours of the reranked hits come from a transaction of their own.
