@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memvault.api import NamespaceAPI
+from memvault.contradictions.schemas import ContradictionIn, PairResolutionIn, Resolution
 from memvault.entities.schemas import EntityIn
 from memvault.errors import InvalidInput, NotFound
 from memvault.events.schemas import EventsIn, MessageIn, Role
@@ -110,3 +111,25 @@ class TestConversationsOfOthers:
         # Ana's own session is there; its notes are not written until extraction runs.
         with pytest.raises(ObservationNotFound):
             await api.get_observations(ana, ns, "s-ana")
+
+
+class TestContradictionsOfOthers:
+    async def test_a_member_cannot_mark_see_or_resolve_with_anothers_memory(
+        self, api: NamespaceAPI, tenant_a: Tenant
+    ) -> None:
+        ns = tenant_a.namespace
+        ana, bob = signed_in(tenant_a, "ana"), signed_in(tenant_a, "bob")
+        private = await api.store(ana, ns, MemoryIn(content="Ana is allergic to penicillin"))
+        shared = await api.store(ana, ns, MemoryIn(content="Ana takes penicillin", scope=ScopeLevel.namespace))
+        bobs = await api.store(bob, ns, MemoryIn(content="Bob thinks Ana takes nothing"))
+
+        with pytest.raises(NotFound):
+            await api.mark_contradiction(bob, ns, ContradictionIn(memory_id=bobs.id, other_id=private.id))
+        marked = await api.mark_contradiction(ana, ns, ContradictionIn(memory_id=private.id, other_id=shared.id))
+
+        assert [c.id for c in (await api.list_contradictions(ana, ns)).data] == [marked.id]
+        assert (await api.list_contradictions(bob, ns)).data == []
+        with pytest.raises(NotFound):
+            await api.resolve_contradiction(
+                bob, ns, PairResolutionIn(contradiction_id=marked.id, resolution=Resolution.keep_both)
+            )

@@ -12,6 +12,7 @@ from memvault_sdk.resources import (
     Account,
     AsyncAccount,
     AsyncAudit,
+    AsyncContradictions,
     AsyncEntities,
     AsyncEvents,
     AsyncJobs,
@@ -25,6 +26,7 @@ from memvault_sdk.resources import (
     AsyncSessions,
     AsyncTraces,
     Audit,
+    Contradictions,
     Entities,
     Events,
     Jobs,
@@ -75,6 +77,7 @@ class MemVault(SyncAPIClient):
         self.sessions = Sessions(self)
         self.entities = Entities(self)
         self.relations = Relations(self)
+        self.contradictions = Contradictions(self)
         self.traces = Traces(self)
         self.namespaces = Namespaces(self)
         self.keys = Keys(self)
@@ -126,6 +129,7 @@ class AsyncMemVault(AsyncAPIClient):
         self.sessions = AsyncSessions(self)
         self.entities = AsyncEntities(self)
         self.relations = AsyncRelations(self)
+        self.contradictions = AsyncContradictions(self)
         self.traces = AsyncTraces(self)
         self.namespaces = AsyncNamespaces(self)
         self.keys = AsyncKeys(self)

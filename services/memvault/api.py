@@ -13,10 +13,12 @@ from typing import Any
 
 from memvault import __version__
 from memvault.audit.service import AuditOps
+from memvault.contradictions.service import ContradictionOps
 from memvault.entities.service import EntityOps
 from memvault.events.service import EventOps
 from memvault.extraction.service import ExtractionOps
 from memvault.facade import FacadeBase
+from memvault.facts.service import FactOps
 from memvault.forget.service import ForgetOps
 from memvault.graph.service import GraphOps
 from memvault.idempotency.service import IdempotencyOps
@@ -79,6 +81,8 @@ class NamespaceAPI(
     LimitOps,
     OverviewOps,
     StatusOps,
+    FactOps,
+    ContradictionOps,
     FacadeBase,
 ):
     # ---- status ---------------------------------------------------------------------------

@@ -18,11 +18,13 @@ from memvault import __version__
 from memvault.api import NamespaceAPI
 from memvault.audit.router import router as audit_router
 from memvault.config import Settings
+from memvault.contradictions.router import router as contradictions_router
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import Embedder, build_embedder
 from memvault.entities.router import router as entities_router
 from memvault.events.router import router as events_router
+from memvault.facts.router import router as facts_router
 from memvault.forget.router import router as forget_router
 from memvault.gateway import idempotency, openapi, problems
 from memvault.gateway.admission import Admission, AdmissionMiddleware
@@ -182,6 +184,8 @@ def create_app(
         entities_router,
         graph_router,
         traces_router,
+        facts_router,
+        contradictions_router,
         forget_router,
         portability_router,
         audit_router,

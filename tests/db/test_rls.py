@@ -11,6 +11,7 @@ from psycopg import errors
 from sqlalchemy import text
 
 from memvault.api import NamespaceAPI
+from memvault.contradictions.schemas import ContradictionIn
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.entities.schemas import EntityIn, RelationIn
@@ -46,6 +47,7 @@ TABLES = (
     "member_invitations",
     "usage_hourly",
     "observations",
+    "contradictions",
 )
 TENANT_COLUMN = {table: "tenant_id" for table in TABLES} | {"tenants": "id"}
 
@@ -76,6 +78,9 @@ async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenan
         oslo = await api.create_entity(p, "default", EntityIn(name="Oslo", type="location"))
         await api.create_relation(p, "default", RelationIn(source_id=ana.id, type="lives_in", target_id=oslo.id))
         await api.link_entities(p, "default", stored[1].id, [ana.id, oslo.id])
+        await api.mark_contradiction(
+            p, "default", ContradictionIn(memory_id=stored[0].id, other_id=stored[1].id, note="planted")
+        )
         # Traces and idempotency keys are written as the owner here: only their tenant column matters to these tests.
         async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as owner:
             ns_id = await scalar(owner, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant.id,))

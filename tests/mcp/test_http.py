@@ -41,6 +41,10 @@ EXTENDED = CORE | {
     "memory_setup",
     "memory_get_observations",
     "memory_job_status",
+    "memory_add_preference",
+    "memory_add_fact",
+    "memory_mark_contradiction",
+    "memory_resolve_contradiction",
 }
 
 

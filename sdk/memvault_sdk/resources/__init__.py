@@ -1,5 +1,6 @@
 from memvault_sdk.resources.account import Account, AsyncAccount
 from memvault_sdk.resources.admin import AsyncAudit, AsyncKeys, AsyncNamespaces, Audit, Keys, Namespaces
+from memvault_sdk.resources.contradictions import AsyncContradictions, Contradictions
 from memvault_sdk.resources.entities import AsyncEntities, AsyncRelations, Entities, Relations
 from memvault_sdk.resources.events import AsyncEvents, AsyncSessions, Events, Sessions
 from memvault_sdk.resources.jobs import AsyncJobs, Jobs
@@ -13,6 +14,7 @@ __all__ = [
     "Account",
     "AsyncAccount",
     "AsyncAudit",
+    "AsyncContradictions",
     "AsyncEntities",
     "AsyncEvents",
     "AsyncJobs",
@@ -26,6 +28,7 @@ __all__ = [
     "AsyncSessions",
     "AsyncTraces",
     "Audit",
+    "Contradictions",
     "Entities",
     "Events",
     "Jobs",

@@ -9,6 +9,7 @@ from memvault_sdk._request import NOT_GIVEN, NOTHING, APIRequest, NotGiven, body
 from memvault_sdk.pagination import PageData
 from memvault_sdk.resources._resource import APIResource, AsyncAPIResource, SyncAPIResource, endpoint, paginated
 from memvault_sdk.types.entities import EntityLinks, MemoryEntities
+from memvault_sdk.types.facts import Fact, FactCreate, PreferenceCreate
 from memvault_sdk.types.memories import (
     Memory,
     MemoryBatch,
@@ -228,6 +229,73 @@ class _Memories(APIResource):
         """Remove the link between a memory and an entity; both stay."""
         path = f"{self._ns(namespace)}/memories/{segment(memory_id)}/entities/{segment(entity_id)}"
         return APIRequest("DELETE", path, NOTHING, idempotency_key=idempotency_key)
+
+    @endpoint
+    def add_preference(
+        self,
+        category: str,
+        preference: str,
+        *,
+        context: str | None = None,
+        confidence: float | None = None,
+        scope: ScopeLevel | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        namespace: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> APIRequest[Memory]:
+        """Store a preference as the memory keyed ``preference:<category>``: a later preference of
+        the same category and owner supersedes it."""
+        payload = body(
+            PreferenceCreate,
+            category=category,
+            preference=preference,
+            context=context,
+            confidence=confidence,
+            scope=scope,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+        )
+        path = f"{self._ns(namespace)}/preferences"
+        return APIRequest("POST", path, returns(Memory), body=payload, idempotency_key=idempotency_key)
+
+    @endpoint
+    def add_fact(
+        self,
+        subject: str,
+        predicate: str,
+        object: str,
+        *,
+        confidence: float | None = None,
+        valid_from: datetime | None = None,
+        valid_until: datetime | None = None,
+        scope: ScopeLevel | None = None,
+        user_id: str | None = None,
+        agent_id: str | None = None,
+        session_id: str | None = None,
+        namespace: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> APIRequest[Fact]:
+        """Store a fact as the memory keyed ``fact:<subject>:<predicate>``: a later fact with the same
+        subject, predicate and owner supersedes it. Between two known entities, a namespace-wide fact
+        also records their relation (``relation``)."""
+        payload = body(
+            FactCreate,
+            subject=subject,
+            predicate=predicate,
+            object=object,
+            confidence=confidence,
+            valid_from=valid_from,
+            valid_until=valid_until,
+            scope=scope,
+            user_id=user_id,
+            agent_id=agent_id,
+            session_id=session_id,
+        )
+        path = f"{self._ns(namespace)}/facts"
+        return APIRequest("POST", path, returns(Fact), body=payload, idempotency_key=idempotency_key)
 
 
 class Memories(_Memories, SyncAPIResource):

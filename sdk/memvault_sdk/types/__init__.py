@@ -22,6 +22,7 @@ from memvault_sdk.types.admin import (
     Status,
 )
 from memvault_sdk.types.context import Context, ContextParams
+from memvault_sdk.types.contradictions import Contradiction, ContradictionCreate, ContradictionResolve
 from memvault_sdk.types.entities import (
     Entity,
     EntityCreate,
@@ -35,6 +36,7 @@ from memvault_sdk.types.entities import (
     RelationCreate,
 )
 from memvault_sdk.types.events import IngestParams, IngestResult, Message, MessageParam, Observation, Session
+from memvault_sdk.types.facts import Fact, FactCreate, PreferenceCreate
 from memvault_sdk.types.jobs import Job
 from memvault_sdk.types.memories import (
     Memory,
@@ -81,6 +83,9 @@ __all__ = [
     "ChannelSignal",
     "Context",
     "ContextParams",
+    "Contradiction",
+    "ContradictionCreate",
+    "ContradictionResolve",
     "Entity",
     "EntityCreate",
     "EntityGraph",
@@ -88,6 +93,8 @@ __all__ = [
     "EntityLinks",
     "EntityUpdate",
     "ExportRecord",
+    "Fact",
+    "FactCreate",
     "ForgetParams",
     "ForgetResult",
     "Fusion",
@@ -118,6 +125,7 @@ __all__ = [
     "Neighbour",
     "Observation",
     "Plan",
+    "PreferenceCreate",
     "Quota",
     "Relation",
     "RelationCreate",

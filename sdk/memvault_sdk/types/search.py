@@ -45,6 +45,7 @@ class SearchResult(Model):
     signals: Signals
     memory: Memory
     neighbours: list[Memory] | None = None
+    contradicted_by: list[str] = []
 
 
 class SearchMetrics(Model):

@@ -539,3 +539,75 @@ async def entities_of_memory(
         .order_by(Entity.name, Entity.id)
     )
     return list((await s.scalars(stmt)).all())
+
+
+# ---- facts (facts/service.py) ---------------------------------------------------------------
+
+
+async def by_name_or_alias(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, name: str, *, limit: int = 2
+) -> list[Entity]:
+    """Entities whose name or one of whose aliases is ``name``, ignoring case and outer spaces."""
+    wanted = name.strip().lower()
+    alias = func.unnest(Entity.aliases).table_valued("a").render_derived()
+    stmt = (
+        select(Entity)
+        .where(
+            *_entity_scope(tenant_id, namespace_id),
+            or_(
+                func.lower(Entity.name) == wanted,
+                exists(select(literal(1)).select_from(alias).where(func.lower(alias.c.a) == wanted)),
+            ),
+        )
+        .order_by(Entity.created_at, Entity.id)
+        .limit(limit)
+    )
+    return list((await s.scalars(stmt)).all())
+
+
+async def open_relation(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    source_id: uuid.UUID,
+    type_: str,
+    target_id: uuid.UUID,
+    valid_to: datetime | None,
+) -> Relation | None:
+    """A relation source --type--> target ending at ``valid_to`` (None: one that has not ended)."""
+    stmt = select(Relation).where(
+        *_relation_scope(tenant_id, namespace_id),
+        Relation.source_id == source_id,
+        Relation.type == type_,
+        Relation.target_id == target_id,
+        Relation.valid_to.is_(None) if valid_to is None else Relation.valid_to == valid_to,
+    )
+    return await s.scalar(stmt.limit(1))
+
+
+async def end_fact_relations(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    fact_key: str,
+    keep_id: uuid.UUID,
+    at: datetime | None,
+) -> int:
+    """End the open relations an earlier version of the fact ``fact_key`` recorded (not ``keep_id``):
+    the fact that superseded it says they no longer hold from ``at`` (now if None)."""
+    end = at if at is not None else func.now()
+    stmt = (
+        update(Relation)
+        .where(
+            *_relation_scope(tenant_id, namespace_id),
+            Relation.metadata_["fact_key"].astext == fact_key,
+            Relation.id != keep_id,
+            Relation.valid_to.is_(None),
+            # One that starts only after the new fact does is left alone rather than given an end
+            # before its start.
+            or_(Relation.valid_from.is_(None), Relation.valid_from < end),
+        )
+        .values(valid_to=end)
+        .returning(Relation.id)
+    )
+    return len((await s.scalars(stmt)).all())

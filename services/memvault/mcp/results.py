@@ -30,6 +30,9 @@ class Hit(BaseModel):
     date: dt.date = Field(description="When it became true (valid_from), else when it was stored.")
     score: float = Field(description="0..1, relative to the other candidates; 1 is the best match.")
     key: str | None = Field(default=None, description="Its stable key, when it has one.")
+    contradicted_by: list[uuid.UUID] | None = Field(
+        default=None, description="Memories marked as contradicting it, while that is not resolved."
+    )
     # With explain: true only.
     scope: ScopeLevel | None = None
     user_id: str | None = None
@@ -58,6 +61,7 @@ def hits(out: SearchOut, *, explain: bool = False) -> Hits:
             date=(m.valid_from or m.created_at).date(),
             score=round(r.score, 3),
             key=m.key,
+            contradicted_by=r.contradicted_by or None,
         )
         if explain:
             hit = hit.model_copy(

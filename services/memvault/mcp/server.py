@@ -12,8 +12,10 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, Field
 
 from memvault import __version__
+from memvault.contradictions import tools as contradiction_tools
 from memvault.entities import tools as entity_tools
 from memvault.events import tools as event_tools
+from memvault.facts import tools as fact_tools
 from memvault.graph import tools as graph_tools
 from memvault.jobs import tools as job_tools
 from memvault.mcp import prompts, resources, setup, setup_tools
@@ -34,6 +36,8 @@ TOOL_MODULES = (
     entity_tools,
     trace_tools,
     graph_tools,
+    fact_tools,
+    contradiction_tools,
     observation_tools,
     job_tools,
     setup_tools,

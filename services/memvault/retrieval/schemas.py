@@ -162,6 +162,10 @@ class SearchResult(BaseModel):
     neighbours: list[MemoryOut] | None = Field(
         default=None, description="With `neighbours` > 0: the memories around this one in its session, in order."
     )
+    contradicted_by: list[uuid.UUID] = Field(
+        default_factory=list,
+        description="Memories marked as contradicting this one and not yet resolved (memory_mark_contradiction).",
+    )
 
 
 class SearchMetrics(BaseModel):

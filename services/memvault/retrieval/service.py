@@ -16,6 +16,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from memvault.contradictions.repository import open_against
 from memvault.db.session import TenantTx
 from memvault.embeddings import EmbeddingUnavailable
 from memvault.entities import repository as entities_repo
@@ -74,7 +75,13 @@ def _consume(task: asyncio.Future[Any]) -> None:
         log.warning("abandoned query embedding failed: %r", exc)
 
 
-def _results(hits: list[Hit], ns: str, req: SearchIn, neighbours: dict[uuid.UUID, list[Memory]]) -> list[SearchResult]:
+def _results(
+    hits: list[Hit],
+    ns: str,
+    req: SearchIn,
+    neighbours: dict[uuid.UUID, list[Memory]],
+    contradicted: dict[uuid.UUID, list[uuid.UUID]],
+) -> list[SearchResult]:
     return [
         SearchResult(
             score=h.score,
@@ -87,6 +94,7 @@ def _results(hits: list[Hit], ns: str, req: SearchIn, neighbours: dict[uuid.UUID
             ),
             memory=memory_out(h.memory, ns),
             neighbours=[memory_out(m, ns) for m in neighbours[h.memory.id]] if req.neighbours else None,
+            contradicted_by=contradicted.get(h.memory.id, []),
         )
         for h in hits
     ]
@@ -132,6 +140,16 @@ class SearchOps(FacadeBase):
                 if not reranking:
                     hits = hits[: req.limit]
                     neighbours, neighbours_ms = await self._neighbours(tx, plan.namespace_id, req, hits)
+                # Open contradictions of the hits (a reranked list is drawn from these), in the same
+                # transaction: one indexed lookup.
+                reader = req.filters or MemoryFilters()
+                contradicted = await open_against(
+                    tx.session,
+                    tx.tenant_id,
+                    [h.memory.id for h in hits],
+                    user_id=reader.user_id,
+                    session_id=reader.session_id,
+                )
             if reranking:
                 # The reranker may be a remote call of up to its timeout: no transaction waits on
                 # it. The neighbours of the reranked hits come from a transaction of their own.
@@ -146,7 +164,7 @@ class SearchOps(FacadeBase):
         self._accesses.record(p.tenant_id, [h.memory.id for h in hits])
         entities = plan.entities or NamedEntities()
         out = SearchOut(
-            results=_results(hits, ns, req, neighbours),
+            results=_results(hits, ns, req, neighbours, contradicted),
             metrics=SearchMetrics(
                 timings_ms={
                     "embed": round(embed_ms, 2),
