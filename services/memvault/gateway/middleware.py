@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from memvault.errors import MemvaultError, PayloadTooLarge, RequestTimeout
 from memvault.metering.tally import through
 from memvault.observability import access, logs
-from memvault.plans.gate import after_answer, reporting
+from memvault.plans.gate import reporting
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -57,8 +57,7 @@ class RateLimitHeadersMiddleware:
     `RateLimit-Policy` and `RateLimit` fields of draft-ietf-httpapi-ratelimit-headers: one item per
     limit, e.g. `RateLimit-Policy: "key-search";q=60;w=60` and `RateLimit: "key-search";r=12;t=30`
     (quota q per window w seconds; r remaining, t seconds until the window frees a unit). Answers
-    that no limit counted (an unlimited plan, a probe) carry neither. What the gate leaves until
-    the answer has gone (giving back a concurrency slot) runs when the application returns."""
+    that no limit counted (an unlimited plan, a probe) carry neither."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -67,7 +66,7 @@ class RateLimitHeadersMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        with after_answer(), reporting() as windows:
+        with reporting() as windows:
 
             async def send_with_limits(message: Message) -> None:
                 if message["type"] == "http.response.start" and windows:

@@ -62,8 +62,7 @@ class Slots:
         return lease if taken else None
 
     async def give_back(self, lease: Lease) -> None:
-        """Free the slot. With Redis the gate calls this in a task beside the answer going out
-        (plans/gate.py `_give_back_later`, which also makes the next take drop the lease). A
+        """Free the slot (with Redis the gate gives back in batches instead: give_back_all). A
         give-back that fails leaves the lease to lapse."""
         if lease is _UNCOUNTED:
             return
@@ -78,6 +77,16 @@ class Slots:
             await self._redis.zrem(self._key(lease.tenant_id), lease.id)
         except Exception as exc:
             log.warning("could not give back a concurrency slot (%s); it lapses by itself", exc)
+
+    async def give_back_all(self, tenant_id: uuid.UUID, lease_ids: set[str]) -> None:
+        """Free several of a tenant's slots held in Redis at once (plans/gate.py's batched
+        give-back). One that fails leaves the leases to lapse."""
+        if not lease_ids:
+            return
+        try:
+            await self._redis.zrem(self._key(tenant_id), *lease_ids)
+        except Exception as exc:
+            log.warning("could not give back concurrency slots (%s); they lapse by themselves", exc)
 
     def _key(self, tenant_id: uuid.UUID) -> str:
         return f"{self._prefix}:{tenant_id}"

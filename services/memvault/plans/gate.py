@@ -4,8 +4,9 @@ held to the tenant's concurrent requests. Jobs and the CLI (a Principal with no 
 are never limited; a plan with no limit for the kind costs no storage round trip at all.
 
 With Redis, a limited request costs one round trip before the call (plans/onetrip.py: both counts,
-the slot and the windows in one script) and none after it (the slot goes back in a task beside the
-answer). Without Redis the counts are this process's memory (`_count`).
+the slot and the windows in one script) and none after it (its slot goes back with the tenant's
+next admission, or in a batch soon after: `_give_back_later`). Without Redis the counts are this
+process's memory (`_count`).
 
 Where each limit stands is left in a per-request report (``reporting``) that the gateway's
 middleware turns into the `RateLimit-Policy` / `RateLimit` headers of the REST answer; a door with
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -34,6 +35,9 @@ log = logging.getLogger(__name__)
 
 # Seconds a tenant at its concurrency cap is told to wait: a slot frees when any request ends.
 CONCURRENCY_RETRY_S = 1
+# Longest a returned concurrency slot waits for the tenant's next admission to drop it in Redis
+# before a batched give-back of its own (_give_back_later).
+GIVE_BACK_DELAY_S = 0.05
 
 _report: ContextVar[list[Window] | None] = ContextVar("memvault_rate_report", default=None)
 
@@ -48,42 +52,6 @@ def reporting() -> Iterator[list[Window]]:
         yield windows
     finally:
         _report.reset(token)
-
-
-class AfterAnswer:
-    """What a request leaves to do once its answer has gone (the REST door's middleware runs it):
-    giving back its concurrency slot. Once run, anything added runs at once, so a task that
-    outlives its request (an MCP session's, started in some request's context) never waits on
-    an answer that has long gone."""
-
-    def __init__(self) -> None:
-        self._then: list[Callable[[], None]] | None = []
-
-    def add(self, fn: Callable[[], None]) -> None:
-        if self._then is None:
-            fn()
-        else:
-            self._then.append(fn)
-
-    def run(self) -> None:
-        then, self._then = self._then or [], None
-        for fn in then:
-            fn()
-
-
-_after: ContextVar[AfterAnswer | None] = ContextVar("memvault_after_answer", default=None)
-
-
-@contextmanager
-def after_answer() -> Iterator[AfterAnswer]:
-    """For one request: what the gate leaves until its answer is sent, run on leaving."""
-    after = AfterAnswer()
-    token = _after.set(after)
-    try:
-        yield after
-    finally:
-        _after.reset(token)
-        after.run()
 
 
 def _report_windows(windows: list[Window]) -> None:
@@ -117,10 +85,10 @@ class LimitGate:
         self._lease_ms = int(settings.concurrency_lease_s * 1000)
         # With Redis, a limited request is admitted in one round trip (plans/onetrip.py).
         self._onetrip = OneTrip(redis) if settings.redis_url and redis is not None else None
-        # Slots being given back beside their answer: the lease ids, by tenant, that the tenant's
-        # next admission drops itself, and the tasks sending the ZREMs (see _give_back_later).
+        # Slots given back but not yet in Redis: the lease ids, by tenant, that the tenant's next
+        # admission drops itself, and the task that sends the rest (see _give_back_later).
         self._returning: dict[uuid.UUID, set[str]] = {}
-        self._giving_back: set[asyncio.Task[None]] = set()
+        self._flushing: asyncio.Task[None] | None = None
         # Refused credentials per client address (count_bad_credential).
         self._bad = Limit("bad-credentials", settings.bad_credentials_limit_per_address)
         self._credentials = RateLimiter(settings.redis_url)
@@ -164,6 +132,7 @@ class LimitGate:
         assert self._onetrip is not None
         lease = Lease(tenant_id, uuid.uuid4().hex) if cap is not None else None
         windows: list[Window] = []
+        returning = tuple(self._returning.get(tenant_id, ())) if cap is not None else ()
         try:
             got = await self._onetrip.admit(
                 tenant_id,
@@ -174,11 +143,17 @@ class LimitGate:
                 cap,
                 lease_ms=self._lease_ms,
                 lease_id=lease.id if lease is not None and lease.id is not None else "",
-                returning=tuple(self._returning.get(tenant_id, ())),
+                returning=returning,
             )
         except Exception as exc:  # Redis away: serve unlimited rather than refuse every request
             log.warning("rate limit storage unavailable (%s); tenant %s not limited", exc, tenant_id)
             return None
+        if returning:  # the script dropped them
+            waiting = self._returning.get(tenant_id)
+            if waiting is not None:
+                waiting.difference_update(returning)
+                if not waiting:
+                    del self._returning[tenant_id]
         try:
             if got.outcome == KEY_REFUSED:
                 assert got.key is not None
@@ -195,40 +170,34 @@ class LimitGate:
         return lease
 
     def _give_back_later(self, lease: Lease) -> None:
-        """Give the slot back without the answer waiting for Redis: at the REST door once the
-        answer is sent (after_answer), elsewhere in a task beside it. From now until the ZREM is
-        done the lease id is also handed to the tenant's next admission from this process, whose
-        script drops it first: a client sending its next request on the answer finds its slot free
-        here even if the give-back has not reached Redis yet. A give-back that fails leaves the
-        lease to lapse (MEMVAULT_CONCURRENCY_LEASE_S); `aclose` waits for those in flight."""
+        """Give the slot back without a round trip of its own: the lease id waits in
+        ``_returning`` for the tenant's next admission from this process, whose script drops it
+        on its way (under load, every request's slot goes back so); a tenant that sends nothing
+        more within GIVE_BACK_DELAY_S has it given back by one batched ZREM. Until then the slot
+        still counts for the other replicas, for at most that delay. A give-back that fails leaves
+        the lease to lapse (MEMVAULT_CONCURRENCY_LEASE_S); `aclose` sends what is waiting."""
         assert lease.id is not None
-        returning = self._returning.setdefault(lease.tenant_id, set())
-        returning.add(lease.id)
+        self._returning.setdefault(lease.tenant_id, set()).add(lease.id)
+        if self._flushing is None:
+            self._flushing = asyncio.get_running_loop().create_task(self._give_back_soon(), name="memvault-slots")
 
-        async def give_back() -> None:
-            try:
-                await self._slots.give_back(lease)
-            finally:
-                returning.discard(lease.id)
-                if not returning and self._returning.get(lease.tenant_id) is returning:
-                    del self._returning[lease.tenant_id]
+    async def _give_back_soon(self) -> None:
+        try:
+            await asyncio.sleep(GIVE_BACK_DELAY_S)
+        finally:
+            self._flushing = None
+        await self._give_back_waiting()
 
-        def start() -> None:
-            task = asyncio.get_running_loop().create_task(give_back(), name="memvault-slot-give-back")
-            self._giving_back.add(task)
-            task.add_done_callback(self._giving_back.discard)
-
-        after = _after.get()
-        if after is None:
-            start()
-        else:
-            after.add(start)
+    async def _give_back_waiting(self) -> None:
+        waiting, self._returning = self._returning, {}
+        await asyncio.gather(*(self._slots.give_back_all(t, ids) for t, ids in waiting.items()))
 
     async def aclose(self) -> None:
-        """Wait for the slots still being given back (before the Redis client closes)."""
-        loop = asyncio.get_running_loop()
-        # A give-back started on a loop that has ended (a test's) never ran on; only this loop's.
-        await asyncio.gather(*(t for t in self._giving_back if t.get_loop() is loop), return_exceptions=True)
+        """Give back the slots still waiting (before the Redis client closes)."""
+        flushing, self._flushing = self._flushing, None
+        if flushing is not None and flushing.get_loop() is asyncio.get_running_loop():
+            flushing.cancel()
+        await self._give_back_waiting()
 
     async def _count(
         self,
