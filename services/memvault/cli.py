@@ -71,7 +71,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"memvault {__version__} on {where}",
         f"  REST API   {base}/v1",
         f"  API docs   {base}/docs",
-        f"  Status     {base}/v1/status",
+        f"  Status     {base}/status (page), {base}/v1/status (JSON)",
         f"  MCP        {base}/mcp",
         f"  Workers    {workers} process{'es' if workers > 1 else ''}",
     ]
