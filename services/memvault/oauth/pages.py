@@ -11,6 +11,7 @@ from memvault.oauth.authorization import AuthorizationRequest, ConsentView
 SCOPE_TEXT = {
     "read": "Read your memories: search, recall and list what is stored",
     "write": "Add, change and forget memories",
+    "act_as": "Act for other users of this organisation: read and write any member's memories by naming them",
 }
 
 _STYLE = """
