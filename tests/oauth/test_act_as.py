@@ -4,6 +4,7 @@ without it and stays bound to themselves; a client asking for nothing never gets
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -69,7 +70,8 @@ class TestActAs:
         page, tokens = await sign_in_asking(
             http, oauth_server, boss, "read write act_as", tick=["read", "write", "act_as"]
         )
-        assert f"{OFFERED} checked" in page.text and ACT_AS_TEXT in page.text
+        # Offered, plainly, but the owner ticks it: Allow alone does not give it.
+        assert f"{OFFERED}>" in page.text and ACT_AS_TEXT in page.text
         assert tokens["scope"] == "read write act_as"
         bob_id = str(bob.id)
         _, bobs = await sign_in_asking(http, oauth_server, bob, "read write", tick=["read", "write"])
@@ -115,6 +117,21 @@ class TestActAs:
         page, tokens = await sign_in_asking(http, oauth_server, owner, None, tick=["read", "write", "act_as"])
         assert OFFERED not in page.text
         assert tokens["scope"] == "read write"
+
+    async def test_allow_as_the_page_comes_does_not_grant_it(
+        self, oauth_server: Server, http: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        owner = await member_with_role(oauth_server, tenant_a, "owner")
+        client = await register(http, oauth_server)
+        verifier, challenge = pkce()
+        url = authorization_url(oauth_server, client["client_id"], challenge, scope="read write act_as")
+        browser = Browser(http, owner)
+        page = await browser.sign_in(url)
+        ticked = re.findall(r'name="grant_scope" value="([^"]+)" checked', page.text)
+        assert ticked == ["read", "write"]
+        code = redirect_params(await browser.consent(page, url, scopes=ticked))["code"]
+        r = await exchange(http, oauth_server, client["client_id"], code, verifier)
+        assert r.json()["scope"] == "read write"
 
     async def test_it_cannot_be_granted_alone(
         self, oauth_server: Server, http: httpx.AsyncClient, tenant_a: Tenant
