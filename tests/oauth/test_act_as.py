@@ -22,8 +22,10 @@ from tests.oauth.conftest import (
     authorization_url,
     exchange,
     make_user,
+    mcp_ping,
     pkce,
     redirect_params,
+    refresh,
     register,
 )
 
@@ -143,6 +145,24 @@ class TestActAs:
         browser = Browser(http, owner)
         refused = await browser.consent(await browser.sign_in(url), url, scopes=["act_as"])
         assert refused.status_code == 400 and "Choose at least one permission" in refused.text
+
+    async def test_demoting_the_admin_ends_the_grant(
+        self, oauth_server: Server, http: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        admin = await member_with_role(oauth_server, tenant_a, "admin")
+        client = await register(http, oauth_server)
+        verifier, challenge = pkce()
+        url = authorization_url(oauth_server, client["client_id"], challenge, scope="read write act_as")
+        code = redirect_params(await Browser(http, admin).authorize(url, scopes=["read", "write", "act_as"]))["code"]
+        tokens = (await exchange(http, oauth_server, client["client_id"], code, verifier)).json()
+        assert tokens["scope"] == "read write act_as"
+        patched = await http.patch(
+            f"{oauth_server.base}/v1/members/{admin.id}", json={"role": "member"}, headers=tenant_a.headers
+        )
+        assert patched.status_code == 200, patched.text
+        assert (await mcp_ping(http, oauth_server, tokens["access_token"])).status_code == 401
+        again = await refresh(http, oauth_server, client["client_id"], tokens["refresh_token"])
+        assert again.status_code == 400 and again.json()["error"] == "invalid_grant"
 
     async def test_the_metadata_lists_it(self, oauth_server: Server, http: httpx.AsyncClient) -> None:
         for path in ("/.well-known/oauth-authorization-server", "/.well-known/oauth-protected-resource/mcp"):
