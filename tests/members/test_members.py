@@ -44,7 +44,7 @@ class TestInvitations:
         assert roles == {
             member.email: ("member", ["read", "write"]),
             viewer.email: ("viewer", ["read"]),
-            admin.email: ("admin", ["read", "write", "admin"]),
+            admin.email: ("admin", ["read", "write", "admin", "act_as"]),
         }
 
     async def test_the_html_page_accepts(

@@ -23,7 +23,7 @@ async def test_members_through_the_sdk(
         revoked = await client.members.revoke_invitation(invited.id)
         assert revoked.revoked_at is not None
         changed = await client.members.set_role(str(made.id), "admin")
-        assert changed.role == "admin" and changed.scopes == ["read", "write", "admin"]
+        assert changed.role == "admin" and changed.scopes == ["read", "write", "admin", "act_as"]
         assert [m.email async for m in client.members.list(limit=1)] == [made.email]
         removed = await client.members.remove(str(made.id))
         assert removed.email == made.email

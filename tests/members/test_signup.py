@@ -65,7 +65,7 @@ class TestSignup:
         members = (await http.get(f"{mserver.base}/v1/members", headers={"Authorization": f"Bearer {key}"})).json()
         [me] = members["data"]
         assert me["email"] == address and me["role"] == "owner" and me["email_verified_at"] is not None
-        assert me["scopes"] == ["read", "write", "admin"] and members["next_cursor"] is None
+        assert me["scopes"] == ["read", "write", "admin", "act_as"] and members["next_cursor"] is None
 
         # Verified: the owner signs in to an MCP client; OAuth grants memory access, never admin.
         owner = User(uuid.UUID(me["id"]), address, Tenant(tenant_id, name, key, "notes"))

@@ -101,7 +101,7 @@ class TestDiscovery:
             meta = (await http.get(oauth_server.base + path)).json()
             assert meta["resource"] == oauth_server.mcp
             assert meta["authorization_servers"] == [oauth_server.base]
-            assert meta["scopes_supported"] == ["read", "write"]
+            assert meta["scopes_supported"] == ["read", "write", "act_as"]
             assert meta["bearer_methods_supported"] == ["header"]
 
     async def test_authorization_server_metadata(self, oauth_server: Server, http: httpx.AsyncClient) -> None:

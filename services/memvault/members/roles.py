@@ -1,5 +1,5 @@
 """Roles of a tenant's members and the key scopes each stands for. The database derives
-`oauth_users.scopes` from the role with the same table (migration 0023), so they cannot differ."""
+`oauth_users.scopes` from the role with the same table (migrations 0023, 0028), so they cannot differ."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ ROLES: tuple[Role, ...] = ("owner", "admin", "member", "viewer")
 ROLE_SCOPES: dict[str, tuple[str, ...]] = {
     "viewer": ("read",),
     "member": ("read", "write"),
-    "admin": ("read", "write", "admin"),
-    "owner": ("read", "write", "admin"),
+    "admin": ("read", "write", "admin", "act_as"),
+    "owner": ("read", "write", "admin", "act_as"),
 }
 # Who may manage members at all.
 MANAGERS = frozenset({"owner", "admin"})

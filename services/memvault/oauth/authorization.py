@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from memvault.oauth.errors import InvalidScope, OAuthError
-from memvault.oauth.schemas import OAUTH_SCOPES
+from memvault.oauth.schemas import DEFAULT_OAUTH_SCOPES, OAUTH_SCOPES
 from memvault.principal import Principal
 
 
@@ -108,10 +108,10 @@ class ConsentView:
 
 def scopes_of(raw: str | None) -> tuple[str, ...]:
     if not raw:
-        return OAUTH_SCOPES
+        return DEFAULT_OAUTH_SCOPES
     # offline_access is how some clients ask for a refresh token; every grant gets one anyway.
     wanted = [s for s in dict.fromkeys(raw.split()) if s != "offline_access"]
     unknown = [s for s in wanted if s not in OAUTH_SCOPES]
     if unknown:
         raise InvalidScope(f"Unknown scope(s): {' '.join(unknown)}. Supported: {' '.join(OAUTH_SCOPES)}.")
-    return tuple(wanted) or OAUTH_SCOPES
+    return tuple(wanted) or DEFAULT_OAUTH_SCOPES

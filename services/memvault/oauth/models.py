@@ -12,10 +12,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from memvault.db.base import Base
 
-# The generated column's expression, as migration 0023 wrote it (members/roles.py ROLE_SCOPES in SQL).
+# The generated column's expression, as migration 0028 wrote it (members/roles.py ROLE_SCOPES in SQL).
 SCOPES_OF_ROLE = (
     "CASE role WHEN 'viewer' THEN ARRAY['read']::text[] WHEN 'member' THEN ARRAY['read', 'write']::text[] "
-    "ELSE ARRAY['read', 'write', 'admin']::text[] END"
+    "ELSE ARRAY['read', 'write', 'admin', 'act_as']::text[] END"
 )
 
 
@@ -59,7 +59,7 @@ class OAuthUser(Base):
     email: Mapped[str] = mapped_column(Text)
     name: Mapped[str] = mapped_column(Text, server_default="")
     password_hash: Mapped[str] = mapped_column(Text)
-    # owner, admin, member or viewer (members/roles.py); scopes follow from it (migration 0023).
+    # owner, admin, member or viewer (members/roles.py); scopes follow from it (migrations 0023, 0028).
     role: Mapped[str] = mapped_column(Text, server_default="member")
     scopes: Mapped[list[str]] = mapped_column(ARRAY(Text), Computed(SCOPES_OF_ROLE, persisted=True))
     # What the user may consent to share; None: every namespace of the tenant.

@@ -7,10 +7,12 @@ from html import escape
 from urllib.parse import urlsplit
 
 from memvault.oauth.authorization import AuthorizationRequest, ConsentView
+from memvault.oauth.schemas import DEFAULT_OAUTH_SCOPES
 
 SCOPE_TEXT = {
     "read": "Read your memories: search, recall and list what is stored",
     "write": "Add, change and forget memories",
+    "act_as": "Act for other users of this organisation: read and write any member's memories by naming them",
 }
 
 _STYLE = """
@@ -71,8 +73,11 @@ def consent(view: ConsentView, *, error: str | None = None) -> str:
     """Step 2: what the client may do, and in which namespaces."""
     req = view.request
     where = destination(req.redirect_uri)
+    # act_as comes unticked: a client that asks for every scope it finds in the metadata must not
+    # get the power to act for everyone by a click on Allow.
     scopes = "".join(
-        f'<label><input type="checkbox" name="grant_scope" value="{escape(s)}" checked> '
+        f'<label><input type="checkbox" name="grant_scope" value="{escape(s)}"'
+        f"{' checked' if s in DEFAULT_OAUTH_SCOPES else ''}> "
         f"{escape(SCOPE_TEXT.get(s, s))} (<code>{escape(s)}</code>)</label>"
         for s in view.scopes
     )

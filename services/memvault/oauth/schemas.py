@@ -12,10 +12,14 @@ from memvault.fields import NOT_STORED, Body
 from memvault.members.roles import Role
 from memvault.metering.schemas import PlanOut, QuotaOut
 from memvault.namespaces.schemas import NamespaceNames
+from memvault.principal import ACT_AS
 
 OAuthScope = Literal["read", "write"]
-# What an OAuth client may be granted: memory access, never administration of the tenant.
-OAUTH_SCOPES: tuple[OAuthScope, ...] = ("read", "write")
+# What an OAuth client may be granted: memory access, never administration of the tenant. act_as
+# (principal.py) only by an owner or admin, whose role holds it (members/roles.py ROLE_SCOPES).
+OAUTH_SCOPES: tuple[str, ...] = ("read", "write", ACT_AS)
+# A request naming no scope: acting for others must be asked for by name, never given by default.
+DEFAULT_OAUTH_SCOPES: tuple[OAuthScope, ...] = ("read", "write")
 
 
 class UserIn(Body):
@@ -55,7 +59,9 @@ class UserOut(BaseModel):
     email: str
     name: str
     role: Role
-    scopes: list[str] = Field(description="What the role stands for; OAuth clients get at most read and write.")
+    scopes: list[str] = Field(
+        description="What the role stands for; OAuth clients get at most read, write and (owners and admins) act_as."
+    )
     namespaces: list[str] | None
     created_at: datetime
     last_login_at: datetime | None

@@ -50,7 +50,7 @@ from memvault.oauth.errors import (
 )
 from memvault.oauth.keys import ALG, KeyRing, kid_of
 from memvault.oauth.models import OAuthClient, OAuthGrant
-from memvault.oauth.schemas import OAUTH_SCOPES
+from memvault.oauth.schemas import DEFAULT_OAUTH_SCOPES, OAUTH_SCOPES
 from memvault.principal import Principal
 from memvault.ratelimit import Limit, RateLimiter, client_address
 
@@ -371,8 +371,10 @@ class OAuthOps(FacadeBase):
             missing = [n for n in chosen if n not in known or not reach.can_access(n)]
             if missing:
                 raise ConsentInvalid(f"No namespace named {missing[0]!r} in your account.")
+            # A scope the user's role lacks (act_as for a member) is dropped, as the page never offered it.
             granted = [s for s in OAUTH_SCOPES if s in scopes and s in req.scopes and s in user.scopes]
-            if not granted:
+            # act_as alone opens no memory: a grant needs read or write beside it.
+            if not set(granted) & set(DEFAULT_OAUTH_SCOPES):
                 raise ConsentInvalid("Choose at least one permission to grant.")
             await repo.insert_code(
                 tx.session,
