@@ -20,7 +20,12 @@ from memvault.config import Settings
 from tests.conftest import Tenant
 
 # /mcp checks its bearer in its own endpoint and speaks JSON-RPC, not REST: tests/mcp covers it.
-MCP_ROUTES = {(method, path) for method in ("GET", "POST", "DELETE") for path in ("/mcp", "/mcp/")}
+MCP_ROUTES = {
+    (method, f"/mcp{profile}{slash}")
+    for method in ("GET", "POST", "DELETE")
+    for profile in ("", "/core", "/extended")
+    for slash in ("", "/")
+}
 
 # The operator's scrape: no API key opens it; a token of its own or a client on this machine does
 # (docs/operations.md, "Metrics"), and tests/observability/test_metrics.py covers both.
@@ -31,6 +36,10 @@ PUBLIC = {
     ("GET", "/healthz"),
     ("GET", "/readyz"),
     ("GET", "/v1/status"),
+    # The status page and its history reveal nothing about tenants (tests/status, tests/browser).
+    ("GET", "/v1/status/history"),
+    ("GET", "/status"),
+    ("GET", "/static/{name}"),
     ("GET", "/docs"),
     ("GET", "/docs/oauth2-redirect"),
     ("GET", "/openapi.json"),
@@ -38,6 +47,8 @@ PUBLIC = {
     # OAuth: discovery and the authorization server's own endpoints (tests/oauth).
     ("GET", "/.well-known/oauth-protected-resource"),
     ("GET", "/.well-known/oauth-protected-resource/mcp"),
+    ("GET", "/.well-known/oauth-protected-resource/mcp/core"),
+    ("GET", "/.well-known/oauth-protected-resource/mcp/extended"),
     ("GET", "/.well-known/oauth-authorization-server"),
     ("GET", "/oauth/jwks.json"),
     ("GET", "/oauth/authorize"),
@@ -61,6 +72,8 @@ PUBLIC = {
         for path in (
             "/.well-known/oauth-protected-resource",
             "/.well-known/oauth-protected-resource/mcp",
+            "/.well-known/oauth-protected-resource/mcp/core",
+            "/.well-known/oauth-protected-resource/mcp/extended",
             "/.well-known/oauth-authorization-server",
             "/oauth/jwks.json",
             "/oauth/register",
@@ -104,6 +117,17 @@ REQUIRED_SCOPE = {
     ("GET", "/v1/namespaces/{ns}/sessions"): "read",
     ("GET", "/v1/namespaces/{ns}/sessions/{session_id:path}"): "read",
     ("GET", "/v1/namespaces/{ns}/sessions/{session_id:path}/messages"): "read",
+    ("GET", "/v1/namespaces/{ns}/sessions/{session_id:path}/observations"): "read",
+    ("GET", "/v1/namespaces/{ns}/graph"): "read",
+    ("GET", "/v1/namespaces/{ns}/graph/entities"): "read",
+    ("GET", "/v1/namespaces/{ns}/graph/paths"): "read",
+    ("GET", "/v1/namespaces/{ns}/graph/related"): "read",
+    ("POST", "/v1/namespaces/{ns}/preferences"): "write",
+    ("POST", "/v1/namespaces/{ns}/facts"): "write",
+    ("POST", "/v1/namespaces/{ns}/contradictions"): "write",
+    ("GET", "/v1/namespaces/{ns}/contradictions"): "read",
+    ("POST", "/v1/namespaces/{ns}/contradictions/resolve"): "write",
+    ("POST", "/v1/namespaces/{ns}/contradictions/{contradiction_id}/resolve"): "write",
     ("POST", "/v1/namespaces/{ns}/traces"): "write",
     ("GET", "/v1/namespaces/{ns}/traces"): "read",
     ("POST", "/v1/namespaces/{ns}/traces/search"): "read",
@@ -189,6 +213,25 @@ def _body(route: tuple[str, str]) -> dict[str, Any] | None:
         ("POST", "/v1/namespaces/{ns}/traces/{trace_id}/complete"): {"outcome": "done", "success": True},
         ("POST", "/v1/namespaces/{ns}/forget"): {"user_id": "nobody"},
         ("POST", "/v1/namespaces/{ns}/organize"): {"jobs": ["promote"], "budget_ms": 1000},
+        ("POST", "/v1/namespaces/{ns}/preferences"): {"category": "seating", "preference": "window seats"},
+        ("POST", "/v1/namespaces/{ns}/facts"): {"subject": "Ana", "predicate": "lives in", "object": "Lisbon"},
+        # Another memory the test does not create: past authorisation, its 404.
+        ("POST", "/v1/namespaces/{ns}/contradictions"): {"memory_id": str(uuid.uuid4()), "other_id": str(uuid.uuid4())},
+        ("POST", "/v1/namespaces/{ns}/contradictions/resolve"): {
+            "memory_id": str(uuid.uuid4()),
+            "other_id": str(uuid.uuid4()),
+            "resolution": "keep_both",
+        },
+        ("POST", "/v1/namespaces/{ns}/contradictions/{contradiction_id}/resolve"): {"resolution": "keep_both"},
+    }.get(route)
+
+
+def _query(route: tuple[str, str]) -> dict[str, str] | None:
+    """The query parameters a route requires (entities the test does not create: their 404)."""
+    return {
+        ("GET", "/v1/namespaces/{ns}/graph/entities"): {"name": "Ana"},
+        ("GET", "/v1/namespaces/{ns}/graph/paths"): {"source": str(uuid.uuid4()), "target": str(uuid.uuid4())},
+        ("GET", "/v1/namespaces/{ns}/graph/related"): {"entity": str(uuid.uuid4())},
     }.get(route)
 
 
@@ -204,7 +247,7 @@ async def call(
     method, path = route
     known = {"ns": ns, "memory_id": memory_id, "key_id": key_id, "session_id": "s1"}
     url = re.sub(r"\{(\w+)(?::\w+)?\}", lambda m: str(known.get(m[1]) or uuid.uuid4()), path)
-    return await client.request(method, url, json=_body(route), headers=headers)
+    return await client.request(method, url, json=_body(route), params=_query(route), headers=headers)
 
 
 def assert_allowed(r: httpx.Response, route: tuple[str, str]) -> None:
@@ -215,7 +258,8 @@ def assert_allowed(r: httpx.Response, route: tuple[str, str]) -> None:
     if (
         others
         or route[1].endswith("/memories/{memory_id}/entities")
-        or (route[0:1] == ("POST",) and route[1].endswith("/relations"))
+        or (route[0:1] == ("POST",) and route[1].endswith(("/relations", "/contradictions", "/contradictions/resolve")))
+        or route in {("GET", "/v1/namespaces/{ns}/graph/paths"), ("GET", "/v1/namespaces/{ns}/graph/related")}
     ):
         assert r.status_code in (200, 201, 204) or (r.status_code == 404 and r.json()["code"].endswith("_not_found")), (
             r.text
