@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, or_, select, text, update
+from sqlalchemy import bindparam, func, or_, select, text, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -122,6 +122,37 @@ async def page(
     return list(rows), next_cursor
 
 
+def _open_against() -> Any:
+    # Built once: every search asks (for its hits), and building a select over two aliases of
+    # memories costs more Python than running it (about 1 ms a search, seen in a profile).
+    one, two = aliased(Memory), aliased(Memory)
+    return (
+        select(
+            Contradiction.memory_id,
+            one.scope,
+            one.user_id,
+            one.session_id,
+            Contradiction.other_id,
+            two.scope,
+            two.user_id,
+            two.session_id,
+        )
+        .join(one, (one.tenant_id == Contradiction.tenant_id) & (one.id == Contradiction.memory_id))
+        .join(two, (two.tenant_id == Contradiction.tenant_id) & (two.id == Contradiction.other_id))
+        .where(
+            Contradiction.tenant_id == bindparam("tenant_id"),
+            Contradiction.state == "open",
+            or_(
+                Contradiction.memory_id.in_(bindparam("ids", expanding=True)),
+                Contradiction.other_id.in_(bindparam("ids", expanding=True)),
+            ),
+        )
+    )
+
+
+_OPEN_AGAINST = _open_against()
+
+
 async def open_against(
     s: AsyncSession,
     tenant_id: uuid.UUID,
@@ -136,26 +167,8 @@ async def open_against(
     if not memory_ids:
         return {}
     ids = list(memory_ids)
-    one, two = aliased(Memory), aliased(Memory)
-    stmt = (
-        select(
-            Contradiction.memory_id,
-            one.scope,
-            one.user_id,
-            one.session_id,
-            Contradiction.other_id,
-            two.scope,
-            two.user_id,
-            two.session_id,
-        )
-        .join(one, (one.tenant_id == Contradiction.tenant_id) & (one.id == Contradiction.memory_id))
-        .join(two, (two.tenant_id == Contradiction.tenant_id) & (two.id == Contradiction.other_id))
-        .where(
-            Contradiction.tenant_id == tenant_id,
-            Contradiction.state == "open",
-            or_(Contradiction.memory_id.in_(ids), Contradiction.other_id.in_(ids)),
-        )
-    )
+    stmt = _OPEN_AGAINST
+    params = {"tenant_id": tenant_id, "ids": ids}
 
     def seen(scope: str, owner_user: str | None, owner_session: str | None) -> bool:
         if user_id is None and session_id is None:
@@ -168,7 +181,7 @@ async def open_against(
 
     wanted = set(ids)
     out: dict[uuid.UUID, list[uuid.UUID]] = {}
-    for a, a_scope, a_user, a_session, b, b_scope, b_user, b_session in (await s.execute(stmt)).all():
+    for a, a_scope, a_user, a_session, b, b_scope, b_user, b_session in (await s.execute(stmt, params)).all():
         if a in wanted and seen(b_scope, b_user, b_session):
             out.setdefault(a, []).append(b)
         if b in wanted and seen(a_scope, a_user, a_session):
