@@ -92,7 +92,10 @@ class TestWorkerProcess:
         expected = await expected_contents(messages)
         assert 0 < len(partial) < len(expected)
 
-        start(workers, settings, redis_url, tmp_path, recover=True)
+        # The killed runner's lock on the job goes when PostgreSQL notices its connection closed,
+        # which on a loaded machine can come after the new worker's start-up sweep: the periodic
+        # sweep (every 15 s by default) takes the job then, as it would in production.
+        start(workers, settings, redis_url, tmp_path, recover=True, env={"MEMVAULT_JOB_SWEEP_INTERVAL_S": "2"})
         job = await wait_for_job(client, tenant_a.headers, job_id, log=tmp_path / "worker.log")
 
         assert job["status"] == "succeeded", (job, (tmp_path / "worker.log").read_text()[-3000:])
