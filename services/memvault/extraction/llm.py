@@ -98,12 +98,12 @@ class ProviderAnswerInvalid(Exception):
     """The provider answered, but not with the JSON the schema asks for."""
 
 
-class LLMExtractor:
-    name = "llm"
+class ProviderClient:
+    """The OpenAI-compatible provider's HTTP client, made on first use (MEMVAULT_LLM_*): what the
+    extractor and the session observer (observations/llm.py) share."""
 
-    def __init__(self, settings: Settings, *, fallback: Extractor) -> None:
+    def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._fallback = fallback
         self._client: httpx.AsyncClient | None = None
         self.stats: Counter[str] = Counter()
 
@@ -121,6 +121,14 @@ class LLMExtractor:
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.aclose()
+
+
+class LLMExtractor(ProviderClient):
+    name = "llm"
+
+    def __init__(self, settings: Settings, *, fallback: Extractor) -> None:
+        super().__init__(settings)
+        self._fallback = fallback
 
     def _request(self, events: Sequence[EventText]) -> dict[str, Any]:
         lines = [

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC
 from typing import Any
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from memvault.config import Settings
 from memvault.extraction.base import EventText
+from memvault.extraction.llm import ProviderClient
 from memvault.observations.base import Notes, Observer
 
 log = logging.getLogger(__name__)
@@ -51,29 +51,12 @@ class _Answer(BaseModel):
     open_questions: list[str]
 
 
-class LLMObserver:
+class LLMObserver(ProviderClient):
     name = "llm"
 
     def __init__(self, settings: Settings, *, fallback: Observer) -> None:
-        self._settings = settings
+        super().__init__(settings)
         self._fallback = fallback
-        self._client: httpx.AsyncClient | None = None
-        self.stats: Counter[str] = Counter()
-
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            key = self._settings.llm_api_key
-            headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
-            self._client = httpx.AsyncClient(
-                base_url=self._settings.llm_base_url.rstrip("/") + "/",
-                headers=headers,
-                timeout=self._settings.llm_timeout_s,
-            )
-        return self._client
-
-    async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.aclose()
 
     def _request(self, events: Sequence[EventText], previous: Notes | None) -> dict[str, Any]:
         lines = [
