@@ -1,5 +1,5 @@
-"""The LLM extractor against a stub OpenAI-compatible server on 127.0.0.1 (the only stub in the
-suite: the provider is outside this machine). Good answers become memories; a malformed, slow or
+"""The LLM extractor against a stub OpenAI-compatible server on 127.0.0.1 (tests/llm_stub.py: the
+provider is outside this machine). Good answers become memories; a malformed, slow or
 failing answer falls back to the rule-based extractor. Jobs run through the real runner, on a
 thread, as in-process mode does."""
 
@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -25,6 +23,7 @@ from memvault.jobs.runner import JobContext, LoopBoundEmbedder, execute
 from tests.conftest import Tenant
 from tests.jobs.helpers import all_memories, new_id
 from tests.jobs.test_tasks import events_body
+from tests.llm_stub import ChatStub, completion
 
 GOOD = {
     "memories": [
@@ -64,61 +63,33 @@ MESSAGES = [
 ]
 
 
-class Stub:
+class Stub(ChatStub):
     """A chat-completions server whose next answers the test chooses."""
 
     def __init__(self) -> None:
         self.mode = "good"
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
-        stub = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stub.requests.append(body)
-                stub.headers.append(dict(self.headers))
-                if self.path != "/v1/chat/completions":
-                    return self._send(404, {"error": {"message": "not found"}})
-                if stub.mode == "error":
-                    return self._send(500, {"error": {"message": "overloaded"}})
-                if stub.mode == "slow":
-                    time.sleep(2)
-                content = json.dumps(GOOD) if stub.mode in ("good", "slow") else '{"memories": [{"content": '
-                self._send(
-                    200,
-                    {
-                        "id": "chatcmpl-1",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": body["model"],
-                        "choices": [
-                            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
-                        ],
-                    },
-                )
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                raw = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        self.requests.append(body)
+        self.headers.append(headers)
+        if path != "/v1/chat/completions":
+            return 404, {"error": {"message": "not found"}}
+        if self.mode == "error":
+            return 500, {"error": {"message": "overloaded"}}
+        if self.mode == "slow":
+            time.sleep(2)
+        content = json.dumps(GOOD) if self.mode in ("good", "slow") else '{"memories": [{"content": '
+        return 200, completion(body["model"], content)
 
 
 @pytest.fixture(scope="module")
 def stub() -> Iterator[Stub]:
     s = Stub()
     yield s
-    s.server.shutdown()
+    s.close()
 
 
 async def run_with_llm(

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,6 +20,7 @@ from memvault.embeddings.local import LocalEmbedder
 from memvault.events.schemas import EventsIn
 from memvault.jobs.runner import JobContext, LoopBoundEmbedder, execute
 from tests.conftest import Tenant
+from tests.llm_stub import ChatStub, completion
 
 NOTES = {
     "summary": "Planning the billing service.",
@@ -31,47 +30,30 @@ NOTES = {
 }
 
 
-class Stub:
+class Stub(ChatStub):
     """Answers the extraction's request with no memories and the observation's with NOTES, or
     fails the observation's with a 500 (``fail``)."""
 
     def __init__(self) -> None:
         self.fail = False
         self.asked: list[dict[str, Any]] = []
-        stub = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                name = body["response_format"]["json_schema"]["name"]
-                if name == "observation":
-                    stub.asked.append(body)
-                    if stub.fail:
-                        return self._send(500, {"error": {"message": "overloaded"}})
-                content = json.dumps(NOTES if name == "observation" else {"memories": []})
-                self._send(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
-
-            def _send(self, status: int, payload: dict[str, Any]) -> None:
-                raw = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def answer(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        name = body["response_format"]["json_schema"]["name"]
+        if name == "observation":
+            self.asked.append(body)
+            if self.fail:
+                return 500, {"error": {"message": "overloaded"}}
+        content = json.dumps(NOTES if name == "observation" else {"memories": []})
+        return 200, completion(body["model"], content)
 
 
 @pytest.fixture(scope="module")
 def stub() -> Iterator[Stub]:
     s = Stub()
     yield s
-    s.server.shutdown()
+    s.close()
 
 
 async def observe_with_llm(
