@@ -43,6 +43,7 @@ from memvault.principal import Principal
 from memvault.retrieval.service import SearchOps
 from memvault.status.service import StatusOps
 from memvault.traces.service import TraceOps
+from memvault.websessions.service import WebSessionOps
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class NamespaceAPI(
     MaintenanceOps,
     SignupOps,
     MemberOps,
+    WebSessionOps,
     OAuthOps,
     AccountOps,
     OperatorOps,

@@ -19,6 +19,7 @@ from memvault.api import NamespaceAPI
 from memvault.audit.router import router as audit_router
 from memvault.config import Settings
 from memvault.contradictions.router import router as contradictions_router
+from memvault.dashboard.router import router as dashboard_router
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings import Embedder, build_embedder
@@ -198,6 +199,7 @@ def create_app(
         oauth_router,
         metrics_router,
         web_router,
+        dashboard_router,
     ):
         app.include_router(router)
 

@@ -281,6 +281,17 @@ class Settings(BaseSettings):
         description="The longest an operation waits for its place; longer gets 503 `overloaded` with Retry-After.",
     )
 
+    web_session_idle_s: int = Field(
+        default=12 * 3600,
+        gt=0,
+        description="A dashboard sign-in ends after this long unused (its cookie then says sign in).",
+    )
+    web_session_max_s: int = Field(
+        default=7 * 24 * 3600,
+        gt=0,
+        description="A dashboard sign-in ends this long after it began, however much it is used.",
+    )
+
     signup_limit: str = Field(
         default="5/minute;20/hour;50/day", description="Sign-ups (`POST /v1/signup`, the /signup page) per address."
     )

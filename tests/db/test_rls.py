@@ -48,6 +48,7 @@ TABLES = (
     "usage_hourly",
     "observations",
     "contradictions",
+    "web_sessions",
 )
 TENANT_COLUMN = {table: "tenant_id" for table in TABLES} | {"tenants": "id"}
 
@@ -131,6 +132,11 @@ async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenan
             await owner.execute(
                 "INSERT INTO oauth_spent_tickets (tenant_id, ticket_id, expires_at) VALUES (%s, %s, now())",
                 (tenant.id, uuid.uuid4().hex),
+            )
+            await owner.execute(
+                "INSERT INTO web_sessions (tenant_id, user_id, token_hash, expires_at) "
+                "VALUES (%s, %s, %s, now() + interval '1 hour')",
+                (tenant.id, user, uuid.uuid4().bytes),
             )
             await owner.execute(
                 "INSERT INTO member_invitations (tenant_id, email, role, invited_by, expires_at) "

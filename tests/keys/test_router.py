@@ -31,6 +31,12 @@ MCP_ROUTES = {
 # (docs/operations.md, "Metrics"), and tests/observability/test_metrics.py covers both.
 OPERATOR_ROUTES = {("GET", "/metrics")}
 
+# The dashboard's pages sign in by a session cookie, not a key: tests/dashboard/test_routes.py
+# holds every one of them to that (no session: a GET goes to sign-in, a POST gets 401).
+def _dashboard(route: tuple[str, str]) -> bool:
+    return route[1] == "/dashboard" or route[1].startswith("/dashboard/")
+
+
 # Routes anyone may call. Everything else the app serves must be in REQUIRED_SCOPE.
 PUBLIC = {
     ("GET", "/healthz"),
@@ -171,7 +177,7 @@ def _served_routes() -> list[tuple[str, str]]:
         for method in ctx.methods or ()
         if method != "HEAD"
     }
-    return sorted(served - PUBLIC - MCP_ROUTES - OPERATOR_ROUTES)
+    return sorted(r for r in served - PUBLIC - MCP_ROUTES - OPERATOR_ROUTES if not _dashboard(r))
 
 
 PROTECTED = _served_routes()

@@ -1,4 +1,5 @@
-"""Every 4xx/5xx leaves as problem JSON (RFC 9457) with a stable `code` and the request id."""
+"""Every 4xx/5xx leaves as problem JSON (RFC 9457) with a stable `code` and the request id; under
+/dashboard the same problem as a page (web/errors.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as SQLAlchemyTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
 
 from memvault.db.session import unavailable
 from memvault.errors import DatabaseUnavailable, MemvaultError
 from memvault.fields import secret_error
+from memvault.web.errors import html_problem, is_page
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +40,12 @@ _HTTP_CODES = {
 }
 
 
-def problem_response(request: Request, body: dict[str, Any], headers: dict[str, str] | None = None) -> JSONResponse:
+def problem_response(request: Request, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
     rid = getattr(request.state, "request_id", None)
     if rid:
         body["request_id"] = rid
+    if is_page(request):
+        return html_problem(request, body, headers)
     out_headers = dict(headers or {})
     if body["status"] == 401:
         out_headers.setdefault("WWW-Authenticate", 'Bearer realm="memvault"')
@@ -58,21 +63,21 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(MemvaultError)
-    async def _memvault(request: Request, exc: MemvaultError) -> JSONResponse:
+    async def _memvault(request: Request, exc: MemvaultError) -> Response:
         return problem_response(request, exc.problem(), exc.response_headers())
 
     # The database sessions raise DatabaseUnavailable themselves (db/session.py); this catches a
     # lost connection met outside them, so that it too is a 503 the client may retry, not a 500.
     @app.exception_handler(DBAPIError)
     @app.exception_handler(SQLAlchemyTimeoutError)
-    async def _database(request: Request, exc: Exception) -> JSONResponse:
+    async def _database(request: Request, exc: Exception) -> Response:
         if not unavailable(exc):
             return await _unexpected(request, exc)
         log.warning("database unreachable on %s %s: %s", request.method, request.url.path, exc)
         return await _memvault(request, DatabaseUnavailable())
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> Response:
         # The secrets guard runs inside the request models (fields.Body): its refusal keeps its own code.
         for e in exc.errors():
             if e.get("type") == "secret_detected":
@@ -96,7 +101,7 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 400 and isinstance(exc.__cause__, ValueError | RecursionError):
             # FastAPI answers 400 for a body that is not UTF-8 or nests too deep for the JSON parser
             # (a JSON syntax error is already a 422): the docs promise 422 for every unreadable body.
@@ -127,7 +132,7 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem_response(
             request,

@@ -50,6 +50,7 @@ from memvault.oauth.errors import (
 )
 from memvault.oauth.keys import ALG, KeyRing, kid_of
 from memvault.oauth.models import OAuthClient, OAuthGrant
+from memvault.oauth.repository import FoundUser
 from memvault.oauth.schemas import DEFAULT_OAUTH_SCOPES, OAUTH_SCOPES
 from memvault.principal import Principal
 from memvault.ratelimit import Limit, RateLimiter, client_address
@@ -241,7 +242,30 @@ class OAuthOps(FacadeBase):
         account: str | None = None,
     ) -> ConsentView:
         """Check a tenant user's password; the consent page comes next, with a ticket binding the
-        user to this request.
+        user to this request."""
+        found = await self.check_password(email, password, address=address, account=account)
+        async with self._db.tenant_tx(found.tenant_id) as tx:
+            await repo.mark_login(tx.session, found.tenant_id, found.id)
+        now = int(time.time())
+        claims = {
+            "iss": self.oauth_issuer,
+            "aud": self._endpoint("/oauth/authorize"),
+            "sub": str(found.id),
+            "tid": str(found.tenant_id),
+            "req": req.fingerprint(),
+            "jti": uuid.uuid4().hex,
+            "iat": now,
+            "exp": now + self._settings.oauth_login_ttl_s,
+        }
+        key = await self._keyring.signing_key()
+        ticket = jwt.encode({"alg": ALG, "kid": key.kid, "typ": LOGIN_TICKET_TYP}, claims, key, algorithms=[ALG])
+        return await self._consent_view(req, ticket, found.tenant_id, found.id)
+
+    async def check_password(
+        self, email: str, password: str, *, address: str | None = None, account: str | None = None
+    ) -> FoundUser:
+        """The one sign-in rule, for MCP clients' sign-in page and the dashboard's: a verified,
+        enabled tenant user whose password this is, or LoginFailed / ChooseAccount / RateLimited.
 
         Users are per tenant, so one email may be a user of several: the password is checked
         against each, and if it is right for more than one the person chooses (``account``, the
@@ -275,22 +299,7 @@ class OAuthOps(FacadeBase):
             raise ChooseAccount([m.tenant_name for m in matches])
         found = matches[0]
         await self._limiter.clear(per_account, email, where)
-        async with self._db.tenant_tx(found.tenant_id) as tx:
-            await repo.mark_login(tx.session, found.tenant_id, found.id)
-        now = int(time.time())
-        claims = {
-            "iss": self.oauth_issuer,
-            "aud": self._endpoint("/oauth/authorize"),
-            "sub": str(found.id),
-            "tid": str(found.tenant_id),
-            "req": req.fingerprint(),
-            "jti": uuid.uuid4().hex,
-            "iat": now,
-            "exp": now + self._settings.oauth_login_ttl_s,
-        }
-        key = await self._keyring.signing_key()
-        ticket = jwt.encode({"alg": ALG, "kid": key.kid, "typ": LOGIN_TICKET_TYP}, claims, key, algorithms=[ALG])
-        return await self._consent_view(req, ticket, found.tenant_id, found.id)
+        return found
 
     async def _consent_view(
         self, req: AuthorizationRequest, ticket: str, tenant_id: uuid.UUID, user_id: uuid.UUID

@@ -1,0 +1,11 @@
+"""Every dashboard page's router, in one list the app includes."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from memvault.dashboard import overview, signin
+
+router = APIRouter(include_in_schema=False)
+for module in (signin, overview):
+    router.include_router(module.router)
