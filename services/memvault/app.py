@@ -45,7 +45,6 @@ from memvault.maintenance.router import router as maintenance_router
 from memvault.mcp import http as mcp_http
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.server import build_server
-from memvault.members.router import pages_router as members_pages_router
 from memvault.members.router import router as members_router
 from memvault.memories.router import router as memories_router
 from memvault.metering.router import router as usage_router
@@ -194,7 +193,6 @@ def create_app(
         maintenance_router,
         users_router,
         members_router,
-        members_pages_router,
         usage_router,
         oauth_router,
         metrics_router,

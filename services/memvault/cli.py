@@ -14,11 +14,14 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memvault import __version__
 from memvault.config import Settings
 from memvault.members.roles import ROLES
+
+if TYPE_CHECKING:
+    from memvault.operator import Bootstrapped
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -65,10 +68,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
             await db.dispose()
 
     created = asyncio.run(first_start())
-    base = settings.resolved_public_url()
     where = f"embedded PostgreSQL in {settings.data_dir.resolve()}" if urls.embedded else "MEMVAULT_DATABASE_URL"
+    print(banner(settings, where, workers, created), flush=True)
+    # Ctrl-C: uvicorn has already shut down gracefully when it raises SIGINT again; no traceback.
+    with contextlib.suppress(KeyboardInterrupt):
+        serving.run(settings, urls, workers)
+    return 0
+
+
+def banner(settings: Settings, where: str, workers: int, created: Bootstrapped | None = None) -> str:
+    """What `memvault serve` prints on start: where everything is, and on the first start of an
+    empty database (``created``) the admin key and the owner's password,
+    which exist nowhere else."""
+    base = settings.resolved_public_url()
     lines = [
         f"memvault {__version__} on {where}",
+        f"  Dashboard  {base}/dashboard",
         f"  REST API   {base}/v1",
         f"  API docs   {base}/docs",
         f"  Status     {base}/status (page), {base}/v1/status (JSON)",
@@ -76,17 +91,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         f"  Workers    {workers} process{'es' if workers > 1 else ''}",
     ]
     if created is not None:
+        tenant = created.tenant
         lines += [
             "",
-            f"First start: created tenant '{created.name}' with namespace '{created.namespace}'.",
+            f"First start: created tenant '{tenant.name}' with namespace '{tenant.namespace}'.",
             "Admin API key (shown once; store it now):",
-            f"  {created.api_key}",
+            f"  {tenant.api_key}",
+            "Dashboard owner (password shown once; store it now):",
+            f"  Sign in at {base}/dashboard/signin",
+            f"  Email      {created.owner_email}",
+            f"  Password   {created.owner_password}",
+            f"  Lost it?   memvault admin set-password --tenant {tenant.name} --email {created.owner_email}",
         ]
-    print("\n".join(lines), flush=True)
-    # Ctrl-C: uvicorn has already shut down gracefully when it raises SIGINT again; no traceback.
-    with contextlib.suppress(KeyboardInterrupt):
-        serving.run(settings, urls, workers)
-    return 0
+    return "\n".join(lines)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -269,6 +286,14 @@ def cmd_admin(args: argparse.Namespace) -> int:
             body = UserIn(email=args.email, password=password, name=args.name or "", scopes=scopes, role=args.role)
             return (await api.create_user(p, body)).model_dump(mode="json")
 
+    elif args.admin_cmd == "set-password":
+        password = _read_password(args.password_env, prompt=f"New password for {args.email}: ")
+
+        async def fn(api: Any, db: Any) -> Any:
+            p = await _tenant_principal(db, args.tenant)
+            out = (await api.set_user_password(p, args.email, password)).model_dump(mode="json")
+            return {**out, "note": "the new password signs in to the dashboard and to MCP clients"}
+
     elif args.admin_cmd == "disable-user":
 
         async def fn(api: Any, db: Any) -> Any:
@@ -382,7 +407,7 @@ def _plan_command(args: argparse.Namespace) -> Callable[[Any, Any], Awaitable[An
     return set_plan
 
 
-def _read_password(env_name: str | None) -> str:
+def _read_password(env_name: str | None, *, prompt: str = "Password for the new user: ") -> str:
     """From the named environment variable, else the first line of standard input: never an
     argument, which other users of the machine could read in the process list."""
     if env_name:
@@ -393,7 +418,7 @@ def _read_password(env_name: str | None) -> str:
     if sys.stdin.isatty():
         import getpass
 
-        return getpass.getpass("Password for the new user: ")
+        return getpass.getpass(prompt)
     return sys.stdin.readline().rstrip("\n")
 
 
@@ -535,13 +560,21 @@ def build_parser() -> argparse.ArgumentParser:
     cn.add_argument("--tenant", required=True)
     cn.add_argument("name")
     cn.add_argument("--description")
-    cu = asub.add_parser("create-user", help="create a tenant user who signs in to MCP clients (OAuth)")
+    cu = asub.add_parser(
+        "create-user", help="create a member who signs in to the dashboard and MCP clients (--role owner: an owner)"
+    )
     cu.add_argument("--tenant", required=True)
     cu.add_argument("--email", required=True)
     cu.add_argument("--name")
     cu.add_argument("--scopes", help="comma-separated: read,write (default both): the most a client may be granted")
     cu.add_argument("--role", choices=list(ROLES), help="the member's role (overrides --scopes)")
     cu.add_argument("--password-env", help="environment variable holding the password (default: read from stdin)")
+    spw = asub.add_parser(
+        "set-password", help="give a user (the bootstrap owner who lost the printed one) a new password"
+    )
+    spw.add_argument("--tenant", required=True)
+    spw.add_argument("--email", required=True)
+    spw.add_argument("--password-env", help="environment variable holding the password (default: read from stdin)")
     du = asub.add_parser("disable-user", help="disable a user and revoke every OAuth grant they gave")
     du.add_argument("--tenant", required=True)
     du.add_argument("--email", required=True)
@@ -558,7 +591,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--override", action="append", metavar="NAME=N", help="replace one limit for this tenant (repeat)")
     sp.add_argument("--clear-overrides", action="store_true", help="drop the tenant's overrides")
     lp = asub.add_parser("list-plans", help="list the plans and their limits")
-    for p in (ct, ck, lk, rk, rok, cn, cu, du, rsk, cp, sp, lp):
+    for p in (ct, ck, lk, rk, rok, cn, cu, spw, du, rsk, cp, sp, lp):
         db_opts(p)
     admin.set_defaults(func=cmd_admin)
     return parser

@@ -349,6 +349,15 @@ class Settings(BaseSettings):
 
     # First start of an empty database.
     bootstrap_tenant: str = Field(default="default", description="Tenant created on first start.")
+    # The accounts' own email rule (members/schemas.py EMAIL); a default that passes it and that
+    # no real mailbox answers: nothing is mailed to the bootstrap owner.
+    bootstrap_email: str = Field(
+        default="owner@memvault.local",
+        min_length=3,
+        max_length=254,
+        pattern=r"^[^@\s]+@[^@\s]+$",
+        description="Email of the owner created with the first tenant; it signs in to the dashboard.",
+    )
 
     def resolved_issuer(self) -> str:
         return (self.oauth_issuer or self.resolved_public_url()).rstrip("/")

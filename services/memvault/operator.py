@@ -10,8 +10,10 @@ the work on them then runs inside each tenant's own RLS-bound transaction.
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +26,7 @@ from memvault.facade import FacadeBase
 from memvault.forget import repository as forget_repo
 from memvault.jobs import repository as jobs_repo
 from memvault.maintenance import repository as maintenance_repo
+from memvault.oauth.secrets import hash_password
 from memvault.plans import repository as plans_repo
 from memvault.plans.limits import PlanLimits
 from memvault.runtime import database_urls
@@ -70,12 +73,28 @@ async def create_organisation(
         return org
 
 
-async def bootstrap(db: Database, settings: Settings) -> tenants.NewTenant | None:
-    """Create the first tenant, its `default` namespace and an admin key when there is no tenant yet."""
+@dataclass(frozen=True)
+class Bootstrapped:
+    """What the first start made; the key and the password exist nowhere else (only hashes are kept)."""
+
+    tenant: tenants.NewTenant
+    owner_email: str
+    owner_password: str
+
+
+async def bootstrap(db: Database, settings: Settings) -> Bootstrapped | None:
+    """Create the first tenant, its `default` namespace, an admin key and an owner with a random
+    password when there is no tenant yet: one transaction, so a failed start leaves nothing half made."""
     async with db.owner() as s:
         if await tenants.count(s) > 0:
             return None
-        return await tenants.create(s, settings.bootstrap_tenant, actor="bootstrap")
+        created = await tenants.create(s, settings.bootstrap_tenant, actor="bootstrap")
+        # 144 random bits: nobody types this once it is pasted into a password manager.
+        password = secrets.token_urlsafe(18)
+        email = settings.bootstrap_email.strip().lower()
+        password_hash = await hash_password(password)
+        await tenants.add_owner(s, created.id, email=email, password_hash=password_hash, actor="bootstrap")
+    return Bootstrapped(tenant=created, owner_email=email, owner_password=password)
 
 
 async def vacuum_erased(db: Database) -> None:

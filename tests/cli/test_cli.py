@@ -405,11 +405,29 @@ def data_dir() -> Iterator[Path]:
 ADMIN_KEY = re.compile(r"Admin API key \(shown once; store it now\):\n\s+(mv_[A-Za-z0-9]{40})\n")
 
 
+OWNER = re.compile(r"Email +(\S+)\n +Password +(\S+)\n")
+
+
+def sign_in(base: str, email: str, password: str) -> str:
+    """Sign in to the dashboard as a browser would (the form's token and its cookie); the home page."""
+    with httpx.Client(base_url=base, timeout=30) as web:
+        form = web.get("/dashboard/signin").text
+        token = re.search(r'name="csrf" value="([^"]+)"', form)
+        assert token, form
+        data = {"csrf": token.group(1), "email": email, "password": password, "next": "/dashboard"}
+        r = web.post("/dashboard/signin", data=data, headers={"Origin": base})
+        assert r.status_code == 303, r.text
+        home = web.get("/dashboard")
+        assert home.status_code == 200, home.text
+        return home.text
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 class TestServeEndToEnd:
     """SLOW (about a minute): `memvault serve` on the embedded default, as the README's quick start
-    promises. First start prints an admin key once; the key stores and finds a memory over real
+    promises. First start prints an admin key and the owner's password once (the password signs in
+    to the dashboard); the key stores and finds a memory over real
     HTTP; stopping stops the embedded PostgreSQL too; a second start on the same folder keeps the
     key and the memory and prints no key."""
 
@@ -424,6 +442,11 @@ class TestServeEndToEnd:
             key = match.group(1)
             assert f"embedded PostgreSQL in {data_dir.resolve()}" in printed
             assert f"REST API   {first.base}/v1" in printed
+            assert f"Dashboard  {first.base}/dashboard" in printed
+            owner = OWNER.search(printed)
+            assert owner, printed
+            signed_in = sign_in(first.base, *owner.groups())
+            assert "(owner)" in signed_in and "default" in signed_in
             headers = bearer(key)
 
             status = httpx.get(f"{first.base}/v1/status", headers=headers, timeout=10).json()
@@ -477,7 +500,8 @@ class TestServeEndToEnd:
         try:
             printed = second.out.read_text()
             assert "API key" not in printed and "mv_" not in printed, printed
-            assert "First start" not in printed
+            assert "First start" not in printed and "Password" not in printed
+            assert f"Dashboard  {second.base}/dashboard" in printed
 
             r = httpx.post(
                 f"{second.base}/v1/namespaces/default/search",

@@ -16,6 +16,7 @@ from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
 from tests.conftest import Tenant, make_tenant, running
+from tests.dashboard.conftest import csrf_in
 from tests.members.smtp import SmtpStub
 from tests.oauth.conftest import PASSWORD, Server, User
 from tests.servers import free_port, served
@@ -114,6 +115,19 @@ async def invite_and_accept(
 def origin(url: str) -> dict[str, str]:
     parts = urlsplit(url)
     return {"Origin": f"{parts.scheme}://{parts.netloc}", "Content-Type": "application/x-www-form-urlencoded"}
+
+
+async def submit(
+    http: httpx.AsyncClient, page_url: str, data: dict[str, str], *, csrf: str | None = None
+) -> httpx.Response:
+    """Open a page and post its form as a browser would: with our Origin, and the form token the
+    page gave (its cookie is kept by ``http``); ``csrf=""`` posts none. The form's action is the
+    page's path."""
+    page = await http.get(page_url)
+    assert page.status_code == 200, page.text
+    token = csrf_in(page.text) if csrf is None else csrf
+    action = urlsplit(page_url)._replace(query="").geturl()
+    return await http.post(action, data={**data, **({"csrf": token} if token else {})}, headers=origin(page_url))
 
 
 @pytest.fixture

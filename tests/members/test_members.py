@@ -17,7 +17,7 @@ from memvault.members.schemas import InvitationIn, MemberPatch
 from memvault.members.service import ACCEPT_PATH
 from memvault.principal import Principal
 from tests.conftest import Tenant
-from tests.members.conftest import email, invite_and_accept, origin, sign_up
+from tests.members.conftest import email, invite_and_accept, sign_up, submit
 from tests.members.smtp import SmtpStub
 from tests.oauth.conftest import PASSWORD, Server, mcp_ping, obtain_tokens
 
@@ -57,8 +57,7 @@ class TestInvitations:
         page = await http.get(link)
         assert page.status_code == 200 and 'action="/invitations/accept"' in page.text
         token = link.split("?token=", 1)[1]
-        form = {"token": token, "password": PASSWORD}
-        done = await http.post(f"{mserver.base}/invitations/accept", data=form, headers=origin(mserver.base))
+        done = await submit(http, link, {"token": token, "password": PASSWORD})
         assert done.status_code == 201 and tenant_x.name in done.text
 
     async def test_a_link_works_once_and_not_after_it_ends(

@@ -17,7 +17,8 @@ from memvault.mail import LogMailer, Message
 from memvault.members.links import INVITE_TYP, VERIFY_TYP
 from memvault.members.signup import VERIFY_PATH
 from tests.conftest import Tenant, running
-from tests.members.conftest import SIGNUP_LIMIT, email, org_name, origin, sign_up
+from tests.dashboard.conftest import csrf_in
+from tests.members.conftest import SIGNUP_LIMIT, email, org_name, sign_up, submit
 from tests.members.smtp import SmtpStub
 from tests.oauth.conftest import PASSWORD, Browser, Server, User, mcp_ping, obtain_tokens, pkce, register
 from tests.oauth.conftest import authorization_url as auth_url
@@ -75,20 +76,22 @@ class TestSignup:
 
     async def test_the_html_page_signs_up_too(self, http: httpx.AsyncClient, mserver: Server, smtp: SmtpStub) -> None:
         page = await http.get(f"{mserver.base}/signup")
-        assert page.status_code == 200 and '<form method="post" action="/signup">' in page.text
+        assert page.status_code == 200 and '<form method="post" action="/signup"' in page.text
         assert "<script" not in page.text and page.headers["x-frame-options"] == "DENY"
         address, name = email(), org_name()
         form = {"email": address, "password": PASSWORD, "organisation": name}
-        forged = await http.post(f"{mserver.base}/signup", data=form, headers={"Origin": "https://evil.example"})
-        assert forged.status_code == 403 and smtp.to(address) == []
-        r = await http.post(f"{mserver.base}/signup", data=form, headers=origin(mserver.base))
-        assert r.status_code == 201 and "Check your mail" in r.text
-        token = smtp.to(address)[-1].token(VERIFY_PATH)
-        done = await http.post(f"{mserver.base}/signup/verify", data={"token": token}, headers=origin(mserver.base))
-        assert done.status_code == 200 and "shown this once" in done.text
-        weak = await http.post(
-            f"{mserver.base}/signup", data={**form, "password": "short"}, headers=origin(mserver.base)
+        forged = await http.post(
+            f"{mserver.base}/signup",
+            data={**form, "csrf": csrf_in(page.text)},
+            headers={"Origin": "https://evil.example"},
         )
+        assert forged.status_code == 403 and smtp.to(address) == []
+        r = await submit(http, f"{mserver.base}/signup", form)
+        assert r.status_code == 201 and "Check your mail" in r.text
+        link = smtp.to(address)[-1].link(VERIFY_PATH)
+        done = await submit(http, link, {"token": link.split("?token=", 1)[1]})
+        assert done.status_code == 200 and "shown this once" in done.text
+        weak = await submit(http, f"{mserver.base}/signup", {**form, "password": "short"})
         assert weak.status_code == 422 and "at least 10 characters" in weak.text
 
     async def test_the_same_email_again_makes_another_organisation(

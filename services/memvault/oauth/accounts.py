@@ -25,6 +25,7 @@ from memvault.oauth.schemas import AccountOut, ClientOut, GrantOut, UserIn, User
 from memvault.operations import operation
 from memvault.plans.quotas import require_room
 from memvault.principal import Principal
+from memvault.websessions import repository as websessions
 
 
 class AccountOps(UsageOps):
@@ -63,6 +64,28 @@ class AccountOps(UsageOps):
                 f"A user with email {body.email!r} already exists in this account.", extra={"field": "email"}
             ) from exc
         return UserOut.model_validate(row)
+
+    @operation("write")
+    async def set_user_password(self, p: Principal, email: str, password: str) -> UserOut:
+        """Give a user a new password, for one who lost theirs (the bootstrap owner's is printed
+        only once). Their dashboard sessions end; the owner rules of member changes apply (only an
+        owner sets an owner's password)."""
+        if len(password) < secrets.MIN_PASSWORD_LENGTH:
+            raise WeakPassword(
+                f"The password needs at least {secrets.MIN_PASSWORD_LENGTH} characters.", extra={"field": "password"}
+            )
+        password_hash = await secrets.hash_password(password)
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            actor = await rules.acting_role(tx.session, p)
+            row = await repo.user_by_email(tx.session, p.tenant_id, email.strip().lower())
+            if row is None or not p.covers(row.namespaces):
+                raise UserNotFound(f"No user with email {email!r}.")
+            await rules.may_change(tx.session, p, actor, row, row.role)
+            out = UserOut.model_validate(row)  # the update below expires the loaded row
+            await repo.set_password_hash(tx.session, p.tenant_id, row.id, password_hash)
+            await websessions.end_all_of(tx.session, p.tenant_id, row.id)
+            await self._audit(tx, p, "user.password", target_id=str(out.id))
+        return out
 
     @operation("read")
     async def list_users(self, p: Principal, *, limit: int = 50, cursor: str | None = None) -> UserPage:

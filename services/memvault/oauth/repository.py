@@ -136,6 +136,14 @@ async def user_by_email(s: AsyncSession, tenant_id: uuid.UUID, email: str) -> OA
     return await s.scalar(select(OAuthUser).where(OAuthUser.tenant_id == tenant_id, OAuthUser.email == email))
 
 
+async def set_password_hash(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID, password_hash: str) -> None:
+    await s.execute(
+        update(OAuthUser)
+        .where(OAuthUser.tenant_id == tenant_id, OAuthUser.id == user_id)
+        .values(password_hash=password_hash)
+    )
+
+
 async def list_users(s: AsyncSession, tenant_id: uuid.UUID) -> list[OAuthUser]:
     stmt = select(OAuthUser).where(OAuthUser.tenant_id == tenant_id).order_by(OAuthUser.created_at, OAuthUser.id)
     return list((await s.scalars(stmt)).all())

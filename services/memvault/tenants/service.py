@@ -79,6 +79,16 @@ async def create_organisation(
     return NewOrganisation(id=tenant.id, name=name, namespace=namespace, owner_id=owner.id, owner_email=owner_email)
 
 
+async def add_owner(s: AsyncSession, tenant_id: uuid.UUID, *, email: str, password_hash: str, actor: str) -> uuid.UUID:
+    """A verified owner made by the operator (the bootstrap owner): the operator chose the address,
+    so no mail verifies it."""
+    owner = await oauth_repo.create_user(
+        s, tenant_id, email=email, name="", password_hash=password_hash, role="owner", namespaces=None
+    )
+    await audit.record(s, tenant_id, actor, "user.create", target_id=str(owner.id), detail={"role": "owner"})
+    return owner.id
+
+
 async def _create_bare(s: AsyncSession, name: str, *, namespace: str, actor: str, plan: str) -> Tenant:
     # The same rule as POST /v1/namespaces: a name that cannot sit in a URL path is unreachable.
     if not re.fullmatch(NAMESPACE_NAME, namespace):

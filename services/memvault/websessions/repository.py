@@ -70,3 +70,12 @@ async def end(s: AsyncSession, tenant_id: uuid.UUID, session_id: uuid.UUID) -> N
         .where(WebSession.tenant_id == tenant_id, WebSession.id == session_id, WebSession.ended_at.is_(None))
         .values(ended_at=func.now())
     )
+
+
+async def end_all_of(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID) -> None:
+    """End every live session of a user (their password changed)."""
+    await s.execute(
+        update(WebSession)
+        .where(WebSession.tenant_id == tenant_id, WebSession.user_id == user_id, WebSession.ended_at.is_(None))
+        .values(ended_at=func.now())
+    )
