@@ -144,3 +144,16 @@ async def test_pages_allow_no_inline_script_and_no_other_origin(signed_in: Brows
     csp = r.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "default-src 'none'" in csp
     assert '<script src="/static/dashboard.js" defer></script>' in r.text and "<script>" not in r.text
+
+
+async def test_a_post_from_the_public_url_passes_behind_a_proxy(
+    signed_in: Browser, api: NamespaceAPI, tenant_a: Tenant
+) -> None:
+    """Behind a proxy that terminates TLS the app sees its own address, the browser the public one."""
+    public = api.oauth_endpoint_base()
+    assert not public.startswith("http://memvault.test")
+    await signed_in.get("/dashboard")
+    r = await signed_in.http.post(
+        "/dashboard/signout", data={"csrf": csrf_in(signed_in.last_page)}, headers={"Origin": public}
+    )
+    assert r.status_code == 303

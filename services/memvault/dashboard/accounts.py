@@ -22,7 +22,6 @@ router = APIRouter(include_in_schema=False)
 LinkToken = Annotated[str, Query(max_length=4096)]
 # The pages before sign-in kept the OAuth pages' header; CSP's frame-ancestors says the same to
 # newer browsers.
-NO_FRAMES = {"X-Frame-Options": "DENY"}
 
 
 def _render(
@@ -42,7 +41,7 @@ def _render(
         status_code=status_code,
         script=script,
     )
-    response.headers.update({**NO_FRAMES, **(headers or {})})
+    response.headers.update(headers or {})
     return keep_anonymous_csrf(request, response, token)
 
 

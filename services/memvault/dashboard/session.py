@@ -84,11 +84,15 @@ async def read_form(request: Request) -> Form:
 
 
 def _same_origin(request: Request) -> bool:
+    """Whether a post came from a page of ours: the URL it was sent to, or the public URL (behind
+    a proxy that terminates TLS the app may see http://internal-host while the browser says
+    https://memvault.example)."""
     origin = request.headers.get("origin")
     if origin is None:  # old browsers and non-browser clients: the token decides
         return True
     got = urlsplit(origin)
-    return (got.scheme, got.netloc) == (request.url.scheme, request.url.netloc)
+    public = urlsplit(request.app.state.api.oauth_endpoint_base())
+    return (got.scheme, got.netloc) in {(request.url.scheme, request.url.netloc), (public.scheme, public.netloc)}
 
 
 def _check(request: Request, sent: str, expected: str | None) -> None:

@@ -21,6 +21,8 @@ CSP_WITH_SCRIPT = CSP.replace("default-src 'none';", "default-src 'none'; script
 PAGE_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
+    # frame-ancestors says the same to current browsers; this, to older ones.
+    "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
