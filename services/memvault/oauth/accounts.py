@@ -21,7 +21,16 @@ from memvault.oauth import repository as repo
 from memvault.oauth import secrets
 from memvault.oauth.errors import GrantNotFound, UserExists, UserNotFound, WeakPassword
 from memvault.oauth.models import OAuthClient
-from memvault.oauth.schemas import AccountOut, ClientOut, GrantOut, UserIn, UserOut, UserPage
+from memvault.oauth.schemas import (
+    AccountOut,
+    ClientOut,
+    ConnectedAppOut,
+    GrantOut,
+    GrantPage,
+    UserIn,
+    UserOut,
+    UserPage,
+)
 from memvault.operations import operation
 from memvault.plans.quotas import require_room
 from memvault.principal import Principal
@@ -163,6 +172,23 @@ class AccountOps(UsageOps):
             quotas=plan.quotas,
         )
 
+    @operation("read")
+    async def list_grants(
+        self, p: Principal, *, live: bool = True, limit: int = 50, cursor: str | None = None
+    ) -> GrantPage:
+        """The tenant's OAuth grants (its connected apps) newest first, each with its member, client
+        and the client's redirect URIs; ``live``: only those not revoked. Follow `next_cursor`."""
+        p.require("admin")
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            rows, next_cursor = await repo.page_grants(
+                tx.session, p.tenant_id, within=_sorted(p.namespaces), live=live, limit=limit, cursor=cursor
+            )
+        data = [
+            ConnectedAppOut(**_grant_out(g, email, c).model_dump(), redirect_uris=c.redirect_uris)
+            for g, email, c in rows
+        ]
+        return GrantPage(data=data, next_cursor=next_cursor)
+
     @operation("write")
     async def revoke_grant(self, p: Principal, grant_id: uuid.UUID) -> GrantOut:
         """Revoke one grant: the client's refresh token and access tokens stop working now."""
@@ -174,8 +200,9 @@ class AccountOps(UsageOps):
             # Raised inside the transaction, so the revocation rolls back.
             p.require_reach("admin", revoked[0].namespaces)
             await self._audit(tx, p, "oauth.revoke", target_id=str(grant_id))
-            rows = [r for r in await repo.list_grants(tx.session, p.tenant_id) if r[0].id == grant_id]
-        return _grant_out(*rows[0])
+            row = await repo.grant_with_client(tx.session, p.tenant_id, grant_id)
+        assert row is not None
+        return _grant_out(*row)
 
 
 def _sorted(namespaces: frozenset[str] | None) -> list[str] | None:

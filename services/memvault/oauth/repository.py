@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, bindparam, delete, func, insert, select, text, update
+from sqlalchemy import Select, Text, bindparam, delete, func, insert, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import ARRAY as PG_ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvault.db.pagination import newest_first
+from memvault.db.pagination import decode_cursor, encode_cursor, newest_first
 from memvault.namespaces.models import Namespace
 from memvault.oauth.models import AuthorizationCode, OAuthClient, OAuthGrant, OAuthUser, RefreshToken, SigningKey
 
@@ -278,9 +278,10 @@ async def get_grant(s: AsyncSession, tenant_id: uuid.UUID, grant_id: uuid.UUID) 
     return await s.scalar(select(OAuthGrant).where(OAuthGrant.tenant_id == tenant_id, OAuthGrant.id == grant_id))
 
 
-async def grant_is_live(s: AsyncSession, tenant_id: uuid.UUID, grant_id: uuid.UUID) -> bool:
+async def grant_use(s: AsyncSession, tenant_id: uuid.UUID, grant_id: uuid.UUID) -> tuple[bool, datetime | None]:
+    """Whether the grant is live (not revoked, its user enabled), and when it was last used."""
     stmt = (
-        select(OAuthGrant.id)
+        select(OAuthGrant.last_used_at)
         .join(OAuthUser, (OAuthUser.tenant_id == OAuthGrant.tenant_id) & (OAuthUser.id == OAuthGrant.user_id))
         .where(
             OAuthGrant.tenant_id == tenant_id,
@@ -289,7 +290,8 @@ async def grant_is_live(s: AsyncSession, tenant_id: uuid.UUID, grant_id: uuid.UU
             OAuthUser.disabled_at.is_(None),
         )
     )
-    return await s.scalar(stmt) is not None
+    found = (await s.execute(stmt)).first()
+    return (found is not None, found[0] if found is not None else None)
 
 
 async def revoke_grants(
@@ -324,13 +326,55 @@ async def touch_grant(s: AsyncSession, tenant_id: uuid.UUID, grant_id: uuid.UUID
 
 async def list_grants(s: AsyncSession, tenant_id: uuid.UUID) -> list[tuple[OAuthGrant, str, OAuthClient]]:
     stmt = (
-        select(OAuthGrant, OAuthUser.email, OAuthClient)
-        .join(OAuthUser, (OAuthUser.tenant_id == OAuthGrant.tenant_id) & (OAuthUser.id == OAuthGrant.user_id))
-        .join(OAuthClient, OAuthClient.client_id == OAuthGrant.client_id)
+        _grants_with_client()
         .where(OAuthGrant.tenant_id == tenant_id)
         .order_by(OAuthGrant.created_at.desc(), OAuthGrant.id)
     )
     return [(g, email, c) for g, email, c in (await s.execute(stmt)).all()]
+
+
+def _grants_with_client() -> Select[OAuthGrant, str, OAuthClient]:
+    return (
+        select(OAuthGrant, OAuthUser.email, OAuthClient)
+        .join(OAuthUser, (OAuthUser.tenant_id == OAuthGrant.tenant_id) & (OAuthUser.id == OAuthGrant.user_id))
+        .join(OAuthClient, OAuthClient.client_id == OAuthGrant.client_id)
+    )
+
+
+async def page_grants(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    *,
+    within: list[str] | None,
+    live: bool,
+    limit: int,
+    cursor: str | None,
+) -> tuple[list[tuple[OAuthGrant, str, OAuthClient]], str | None]:
+    """One page of the tenant's grants newest first (db/pagination.py's cursor), each with its
+    user's email and its client; with ``within``, only grants inside those namespaces; ``live``:
+    only those not revoked."""
+    stmt = _grants_with_client().where(OAuthGrant.tenant_id == tenant_id)
+    if within is not None:
+        stmt = stmt.where(OAuthGrant.namespaces.op("<@")(bindparam("within", within, type_=PG_ARRAY(Text))))
+    if live:
+        stmt = stmt.where(OAuthGrant.revoked_at.is_(None))
+    if cursor:
+        at, row_id = decode_cursor(cursor)
+        stmt = stmt.where(tuple_(OAuthGrant.created_at, OAuthGrant.id) < tuple_(at, row_id))
+    stmt = stmt.order_by(OAuthGrant.created_at.desc(), OAuthGrant.id.desc()).limit(limit + 1)
+    rows = [(g, email, c) for g, email, c in (await s.execute(stmt)).all()]
+    if len(rows) <= limit:
+        return rows, None
+    last = rows[limit - 1][0]
+    return rows[:limit], encode_cursor(last.created_at, last.id)
+
+
+async def grant_with_client(
+    s: AsyncSession, tenant_id: uuid.UUID, grant_id: uuid.UUID
+) -> tuple[OAuthGrant, str, OAuthClient] | None:
+    stmt = _grants_with_client().where(OAuthGrant.tenant_id == tenant_id, OAuthGrant.id == grant_id)
+    found = (await s.execute(stmt)).first()
+    return None if found is None else (found[0], found[1], found[2])
 
 
 async def insert_refresh(

@@ -95,6 +95,17 @@ class GrantOut(BaseModel):
     revoked_at: datetime | None
 
 
+class ConnectedAppOut(GrantOut):
+    """A grant as the dashboard's connected apps show it: with where its client sends sign-ins."""
+
+    redirect_uris: list[str] = Field(description="The client's registered redirect URIs.")
+
+
+class GrantPage(BaseModel):
+    data: list[ConnectedAppOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
 class AccountOut(BaseModel):
     tenant_id: uuid.UUID
     users: int

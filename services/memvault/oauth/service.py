@@ -57,6 +57,9 @@ from memvault.ratelimit import Limit, RateLimiter, client_address
 
 # A metadata document is re-fetched when our copy is older than this.
 CIMD_REFRESH = timedelta(hours=1)
+# A grant's last-used time is written at most this often (as an API key's), so each MCP request
+# does not cost a write.
+GRANT_USE_RESOLUTION = timedelta(seconds=60)
 ACCESS_TOKEN_TYP = "at+jwt"  # RFC 9068
 LOGIN_TICKET_TYP = "memvault-login+jwt"
 # Tolerated clock difference between the replica that signed a token and the one checking it.
@@ -588,7 +591,10 @@ class OAuthOps(FacadeBase):
         except (ValueError, TypeError) as exc:
             raise InvalidAccessToken("The access token's claims are malformed.") from exc
         async with self._db.tenant_tx(tenant_id) as tx:
-            live = await repo.grant_is_live(tx.session, tenant_id, grant_id)
+            live, last_used = await repo.grant_use(tx.session, tenant_id, grant_id)
+            # The dashboard's "last used" of a connected app, written at most once a resolution.
+            if live and (last_used is None or datetime.now(UTC) - last_used > GRANT_USE_RESOLUTION):
+                await repo.touch_grant(tx.session, tenant_id, grant_id)
         if not live:
             raise InvalidAccessToken("The access token's grant has been revoked.")
         return Principal(
