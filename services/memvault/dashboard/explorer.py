@@ -14,7 +14,7 @@ from fastapi import APIRouter, Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
-from memvault.dashboard.explorer_draw import draw_graph, hit_bars
+from memvault.dashboard.explorer_draw import BAR_WIDTH, draw_graph, hit_bars
 from memvault.dashboard.render import dash
 from memvault.dashboard.session import Me, MemberForm, see_other
 from memvault.errors import InvalidInput
@@ -69,6 +69,7 @@ async def explorer(request: Request, api: Api, me: Me) -> Response:
         asked=asked,
         found=found,
         bars=hit_bars(found) if found else {},
+        bar_width=BAR_WIDTH,
         error=error,
         notice=DONE.get(q.get("done", "")),
         status_code=status,

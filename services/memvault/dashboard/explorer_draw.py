@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from memvault.graph.schemas import MemoryGraph
 from memvault.retrieval.schemas import SearchOut
 
-BAR_WIDTH = 160  # SVG units of a full bar
+BAR_WIDTH = 140  # SVG units of a full bar
 
 
 @dataclass(frozen=True)
