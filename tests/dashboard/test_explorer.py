@@ -185,6 +185,20 @@ class TestMembers:
         r = await signed_in.get(_search(tenant_a.namespace, "diary", user_id="bea"))
         assert r.status_code == 200 and f'id="hit-{mine.id}"' in r.text
 
+    async def test_a_search_in_one_session_finds_only_that_sessions_memories(
+        self, signed_in: Browser, api: NamespaceAPI, tenant_a: Tenant
+    ) -> None:
+        p, ns = tenant_a.principal, tenant_a.namespace
+        here = await api.store(
+            p, ns, MemoryIn(content="We agreed on a blue logo", user_id="bea", session_id="s1", scope="session")
+        )
+        there = await api.store(
+            p, ns, MemoryIn(content="We agreed on a red logo", user_id="bea", session_id="s2", scope="session")
+        )
+        r = await signed_in.get(_search(ns, "logo colour", user_id="bea", session_id="s1"))
+        assert r.status_code == 200 and f'id="hit-{here.id}"' in r.text and f'id="hit-{there.id}"' not in r.text
+        assert 'name="session_id" maxlength="200" value="s1"' in r.text
+
     async def test_a_namespace_out_of_reach_is_refused(
         self, browser: Browser, api: NamespaceAPI, tenant_a: Tenant
     ) -> None:
