@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memvault.dashboard import accounts, apps, keys, members, overview, signin
+from memvault.dashboard import accounts, apps, explorer, keys, members, namespaces, overview, signin
 
 router = APIRouter(include_in_schema=False)
-for module in (signin, accounts, overview, keys, members, apps):
+for module in (signin, accounts, overview, namespaces, explorer, keys, members, apps):
     router.include_router(module.router)

@@ -128,6 +128,26 @@ async def related(
     return [(r, e) for r, e in (await s.execute(stmt)).all()]
 
 
+async def relations_touching(
+    s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, ids: Sequence[uuid.UUID], limit: int
+) -> list[Relation]:
+    """Up to ``limit`` relations with an end among ``ids``, newest first: one step out from a
+    memory's entities."""
+    if not ids:
+        return []
+    stmt = (
+        select(Relation)
+        .where(
+            Relation.tenant_id == tenant_id,
+            Relation.namespace_id == namespace_id,
+            or_(Relation.source_id.in_(list(ids)), Relation.target_id.in_(list(ids))),
+        )
+        .order_by(Relation.created_at.desc(), Relation.id)
+        .limit(limit)
+    )
+    return list((await s.scalars(stmt)).all())
+
+
 # ---- export ---------------------------------------------------------------------------------
 
 MemoryRow = Row[uuid.UUID, str, str, datetime]

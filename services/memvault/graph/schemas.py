@@ -84,3 +84,13 @@ class RelatedOut(BaseModel):
     entity: EntityOut = Field(description="The entity asked about.")
     data: list[RelatedEntity] = Field(description="Directly related entities, by name.")
     truncated: bool
+
+
+class MemoryGraph(BaseModel):
+    """A memory's entities and the graph one relation around them."""
+
+    memory_id: uuid.UUID
+    entities: list[EntityOut] = Field(description="The entities the memory is linked to.")
+    neighbours: list[EntityOut] = Field(description="Entities one relation away from those, not linked themselves.")
+    relations: list[RelationOut] = Field(description="Relations with an end among the memory's entities, newest first.")
+    truncated: bool = Field(description="True when more entities or relations were left out.")

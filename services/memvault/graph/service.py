@@ -25,15 +25,21 @@ from memvault.graph.schemas import (
     GraphExport,
     GraphNode,
     GraphPath,
+    MemoryGraph,
     PathsOut,
     RelatedEntity,
     RelatedOut,
 )
+from memvault.memories import repository as memories_repo
+from memvault.memories.service import MemoryNotFound
 from memvault.operations import operation
 from memvault.principal import Principal
 
 EntityRef = str | uuid.UUID
 LABEL_CHARS = 200
+# A memory's neighbourhood is drawn on one small picture: this many of each at most.
+MEMORY_GRAPH_ENTITIES = 12
+MEMORY_GRAPH_RELATIONS = 24
 
 
 def _bounded(name: str, value: int, low: int, high: int) -> None:
@@ -171,6 +177,28 @@ class GraphOps(FacadeBase):
                 for r, e in rows[:limit]
             ],
             truncated=len(rows) > limit,
+        )
+
+    @operation("read")
+    async def memory_graph(self, p: Principal, ns: str, memory_id: uuid.UUID) -> MemoryGraph:
+        """A memory's entities, the relations with an end among them and the entities at their
+        other ends: the memory's place in the entity graph, small enough to draw."""
+        async with self._open(p, ns, "read") as (tx, namespace):
+            s, tenant, ns_id = tx.session, p.tenant_id, namespace.id
+            if await memories_repo.get(s, tenant, ns_id, memory_id, reader=p.reader) is None:
+                raise MemoryNotFound(f"No memory {memory_id} in namespace '{ns}'.")
+            linked = await entities_repo.entities_of_memory(s, tenant, ns_id, memory_id)
+            shown = linked[:MEMORY_GRAPH_ENTITIES]
+            rels = await repo.relations_touching(s, tenant, ns_id, [e.id for e in shown], MEMORY_GRAPH_RELATIONS + 1)
+            own = {e.id for e in shown}
+            far = [i for r in rels[:MEMORY_GRAPH_RELATIONS] for i in (r.source_id, r.target_id) if i not in own]
+            others = await entities_repo.by_ids(s, tenant, ns_id, list(dict.fromkeys(far)))
+        return MemoryGraph(
+            memory_id=memory_id,
+            entities=[entity_out(e, ns) for e in shown],
+            neighbours=[entity_out(e, ns) for e in others.values()],
+            relations=[relation_out(r, ns) for r in rels[:MEMORY_GRAPH_RELATIONS]],
+            truncated=len(linked) > len(shown) or len(rels) > MEMORY_GRAPH_RELATIONS,
         )
 
     @operation("read")

@@ -86,3 +86,21 @@ class NamespaceOut(BaseModel):
     created_at: datetime
     memory_count: int | None = None
     settings: NamespaceSettings = Field(default_factory=NamespaceSettings)
+
+
+class NamespaceSummary(BaseModel):
+    """A namespace as a listing shows it: its memory figure counted exactly up to a cap and
+    estimated beyond it, so a page of them costs the same however much they hold."""
+
+    id: uuid.UUID
+    name: str
+    description: str | None
+    created_at: datetime
+    memories: int = Field(description="Memory rows, versions included; an estimate when `estimated`.")
+    estimated: bool = Field(description="True when `memories` is the planner's estimate (past the exact-count cap).")
+    last_write_at: datetime | None = Field(description="When the newest memory row was written; null if none.")
+
+
+class NamespaceSummaryPage(BaseModel):
+    data: list[NamespaceSummary]
+    next_after: str | None = Field(description="Pass as `after` for the next page; null on the last page.")
