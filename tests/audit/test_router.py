@@ -71,6 +71,20 @@ class TestAuditLog:
         r = await client.get(AUDIT, params={"namespace": "nope"}, headers=tenant_a.headers)
         problem(r, 404, "namespace_not_found")
 
+    async def test_filters_by_actor_and_before_an_instant(self, client: httpx.AsyncClient, tenant_a: Tenant):
+        r = await client.post("/v1/keys", json={"scopes": ["admin"]}, headers=tenant_a.headers)
+        other = r.json()
+        await client.post(
+            MEMORIES, json={"content": "by the other key"}, headers={"Authorization": f"Bearer {other['key']}"}
+        )
+        await client.post(MEMORIES, json={"content": "by the first key"}, headers=tenant_a.headers)
+
+        mine = await entries(client, tenant_a.headers, actor=f"key:{other['id']}")
+        assert [e["action"] for e in mine] == ["memory.create"] and mine[0]["actor_email"] is None
+        before = await entries(client, tenant_a.headers, until=mine[0]["at"])
+        assert [e["action"] for e in before][:1] == ["key.create"]
+        assert await entries(client, tenant_a.headers, actor="nobody@example.com") == []
+
 
 class TestOtherTenant:
     async def test_other_tenant_sees_nothing(self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant):
@@ -83,7 +97,7 @@ class TestOtherTenant:
 class TestBadFilters:
     """These were 500s: PostgreSQL refuses NUL in text, and the cursor is compared as a bigint."""
 
-    @pytest.mark.parametrize("param", ["namespace", "action", "target_id", "cursor"])
+    @pytest.mark.parametrize("param", ["namespace", "action", "target_id", "actor", "cursor"])
     async def test_nul_in_a_filter_is_422(self, client: httpx.AsyncClient, tenant_a: Tenant, param: str) -> None:
         r = await client.get(AUDIT, params={param: "a\x00b"}, headers=tenant_a.headers)
 

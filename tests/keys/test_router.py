@@ -149,6 +149,7 @@ REQUIRED_SCOPE = {
     ("POST", "/v1/keys/{key_id}/rotate"): "admin",
     ("DELETE", "/v1/keys/{key_id}"): "admin",
     ("GET", "/v1/audit"): "admin",
+    ("GET", "/v1/jobs"): "read",
     ("GET", "/v1/jobs/{job_id}"): "read",
     ("POST", "/v1/jobs/{job_id}/cancel"): "write",
     ("POST", "/v1/namespaces/{ns}/organize"): "write",

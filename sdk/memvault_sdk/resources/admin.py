@@ -98,12 +98,17 @@ class _Audit(APIResource):
         namespace: str | None = None,
         action: str | None = None,
         target_id: str | None = None,
+        actor: str | None = None,
         since: datetime | None = None,
+        until: datetime | None = None,
         limit: int | None = None,
     ) -> APIRequest[PageData[AuditEntry]]:
         """Every write and delete in the tenant, newest first (admin scope). ``namespace`` here
-        filters; it does not default to the client's namespace."""
-        query = params(namespace=namespace, action=action, target_id=target_id, since=since, limit=limit)
+        filters; it does not default to the client's namespace. ``actor``: one actor's entries
+        (``key:<id>``, ``user:<id>``, or a member's email); ``until``: entries before it."""
+        query = params(
+            namespace=namespace, action=action, target_id=target_id, actor=actor, since=since, until=until, limit=limit
+        )
         return APIRequest("GET", "/v1/audit", returns(PageData[AuditEntry]), params=query)
 
 

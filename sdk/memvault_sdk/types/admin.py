@@ -85,6 +85,8 @@ class AuditEntry(Model):
     id: int
     at: datetime
     actor: str
+    # The member's email when the actor is a member (`user:<id>`).
+    actor_email: str | None = None
     action: str
     namespace: str | None = None
     namespace_id: str | None = None

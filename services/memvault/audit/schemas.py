@@ -11,6 +11,9 @@ class AuditEntryOut(BaseModel):
     id: int
     at: datetime
     actor: str = Field(description="Who: `key:<id>`, `cli`, `system`, or an OAuth subject.")
+    actor_email: str | None = Field(
+        default=None, description="The member's email when the actor is a member (`user:<id>`) still in the tenant."
+    )
     action: str = Field(description="What, as `<thing>.<verb>`, e.g. `memory.create`, `forget.hard`.")
     namespace: str | None
     namespace_id: uuid.UUID | None

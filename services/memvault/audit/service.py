@@ -11,9 +11,19 @@ from memvault.audit import repository as audit
 from memvault.audit.schemas import AuditEntryOut, AuditPage
 from memvault.errors import InvalidInput
 from memvault.facade import FacadeBase, NamespaceNotFound
-from memvault.namespaces import repository as ns_repo
+from memvault.oauth import repository as oauth_repo
 from memvault.operations import operation
 from memvault.principal import Principal
+
+
+def _user_of(actor: str) -> uuid.UUID | None:
+    """The member behind an actor `user:<id>` (a dashboard session or an MCP sign-in)."""
+    if not actor.startswith("user:"):
+        return None
+    try:
+        return uuid.UUID(actor[5:])
+    except ValueError:
+        return None
 
 
 class AuditOps(FacadeBase):
@@ -28,9 +38,12 @@ class AuditOps(FacadeBase):
         since: datetime | None = None,
         limit: int = 100,
         cursor: str | None = None,
+        actor: str | None = None,
+        until: datetime | None = None,
     ) -> AuditPage:
         """The tenant's audit log, newest first. Admin scope; a namespace-limited key sees only
-        entries of its namespaces."""
+        entries of its namespaces. ``actor``: one actor's entries (`key:<id>`, `user:<id>`, `cli`,
+        or a member's email for that member's); ``since``/``until``: from, and before, instants."""
         p.require("admin", namespace)
         before_id: int | None = None
         if cursor is not None:
@@ -39,7 +52,11 @@ class AuditOps(FacadeBase):
                 raise InvalidInput("cursor is not one this API returned", extra={"field": "cursor"})
             before_id = int(cursor)
         async with self._db.tenant_tx(p.tenant_id) as tx:
-            names = {ns.id: ns.name for ns, _ in await ns_repo.list_with_counts(tx.session, p.tenant_id, None)}
+            names = await audit.namespace_names(tx.session, p.tenant_id)
+            if actor is not None and "@" in actor:
+                # People know a member by their email; the log knows them by their user id.
+                user = await oauth_repo.user_by_email(tx.session, p.tenant_id, actor.strip().lower())
+                actor = f"user:{user.id}" if user is not None else actor
             if namespace is not None:
                 wanted: list[uuid.UUID] | None = [i for i, n in names.items() if n == namespace]
                 if not wanted:
@@ -57,15 +74,20 @@ class AuditOps(FacadeBase):
                 since=since,
                 limit=limit + 1,
                 before_id=before_id,
+                actor=actor,
+                until=until,
             )
-        more = len(rows) > limit
-        rows = rows[:limit]
+            more = len(rows) > limit
+            rows = rows[:limit]
+            members = {u for u in (_user_of(r.actor) for r in rows) if u is not None}
+            emails = {f"user:{u}": e for u, e in (await audit.user_emails(tx.session, p.tenant_id, members)).items()}
         return AuditPage(
             data=[
                 AuditEntryOut(
                     id=r.id,
                     at=r.at,
                     actor=r.actor,
+                    actor_email=emails.get(r.actor),
                     action=r.action,
                     namespace=names.get(r.namespace_id) if r.namespace_id else None,
                     namespace_id=r.namespace_id,

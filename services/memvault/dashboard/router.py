@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memvault.dashboard import accounts, apps, explorer, keys, members, namespaces, overview, signin
+from memvault.dashboard import accounts, apps, audit, explorer, jobs, keys, members, namespaces, overview, signin
 
 router = APIRouter(include_in_schema=False)
-for module in (signin, accounts, overview, namespaces, explorer, keys, members, apps):
+for module in (signin, accounts, overview, namespaces, explorer, keys, members, apps, jobs, audit):
     router.include_router(module.router)

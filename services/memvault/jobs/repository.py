@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, select, text, update
+from sqlalchemy import ColumnElement, case, func, select, text, tuple_, union_all, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
@@ -208,3 +208,48 @@ async def queued_by_kind(s: AsyncSession) -> dict[str, int]:
     """How many jobs wait to run, by kind, over every tenant (the owner's session: for /metrics)."""
     rows = await s.execute(select(Job.kind, func.count()).where(Job.status == "queued").group_by(Job.kind))
     return {kind: int(n) for kind, n in rows.all()}
+
+
+async def page(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    *,
+    statuses: tuple[str, ...],
+    namespace_ids: list[uuid.UUID] | None,
+    limit: int,
+    before: tuple[datetime, uuid.UUID] | None,
+) -> list[tuple[Job, str | None]]:
+    """The tenant's jobs in ``statuses`` newest first by (created_at, id), ``limit`` of them after
+    ``before``, each with its namespace's name. ``namespace_ids``: only those namespaces' jobs
+    (None: every job of the tenant, those of no namespace too).
+
+    One branch per status, each reading ix_jobs_status (tenant_id, status, created_at) in order
+    and stopping at ``limit``, merged: a tenant's whole job history is never sorted for a page."""
+    reach: list[ColumnElement[bool]] = [] if namespace_ids is None else [Job.namespace_id.in_(namespace_ids)]
+    if before is not None:
+        reach.append(tuple_(Job.created_at, Job.id) < tuple_(*before))
+    branches = [
+        select(Job.id, Job.created_at)
+        .where(Job.tenant_id == tenant_id, Job.status == status, *reach)
+        .order_by(Job.created_at.desc(), Job.id.desc())
+        .limit(limit)
+        for status in statuses
+    ]
+    top = (union_all(*branches) if len(branches) > 1 else branches[0]).subquery()
+    stmt = (
+        select(Job, Namespace.name)
+        .join(top, (Job.tenant_id == tenant_id) & (Job.id == top.c.id))
+        .outerjoin(Namespace, (Namespace.tenant_id == Job.tenant_id) & (Namespace.id == Job.namespace_id))
+        .order_by(top.c.created_at.desc(), top.c.id.desc())
+        .limit(limit)
+        .execution_options(populate_existing=True)
+    )
+    return [(job, name) for job, name in (await s.execute(stmt)).all()]
+
+
+async def namespace_ids(s: AsyncSession, tenant_id: uuid.UUID, names: frozenset[str] | None) -> dict[str, uuid.UUID]:
+    """Name -> id of the tenant's namespaces (only ``names`` when given): what a listing may reach."""
+    stmt = select(Namespace.name, Namespace.id).where(Namespace.tenant_id == tenant_id)
+    if names is not None:
+        stmt = stmt.where(Namespace.name.in_(sorted(names)))
+    return {name: ns_id for name, ns_id in (await s.execute(stmt)).all()}

@@ -1,14 +1,33 @@
 from __future__ import annotations
 
 import uuid
+from typing import Annotated
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
+from pydantic import AfterValidator
 
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
 from memvault.gateway.idempotency import IDEMPOTENT
-from memvault.jobs.schemas import JobOut, JobStatus
+from memvault.jobs.schemas import JobOut, JobPage, JobStatus
+from memvault.jobs.service import MAX_PAGE
+from memvault.memories.schemas import no_nul
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+
+@router.get("")
+async def list_jobs(
+    p: ReadPrincipal,
+    api: Api,
+    state: JobStatus | None = None,
+    namespace: Annotated[str | None, Query(max_length=64), AfterValidator(no_nul)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: Annotated[str | None, Query(max_length=200), AfterValidator(no_nul)] = None,
+) -> JobPage:
+    """The tenant's background jobs, newest first: queued and running ones with their progress,
+    and finished ones with what they did or why they failed. Filter by `state` and `namespace`; a
+    namespace-limited key sees its namespaces' jobs only."""
+    return await api.list_jobs(p, state=state, namespace=namespace, limit=limit, cursor=cursor)
 
 
 @router.get("/{job_id}")

@@ -38,3 +38,8 @@ class JobOut(BaseModel):
         default=None, description="When cancelling was asked; a running job stops at its next batch."
     )
     updated_at: datetime
+
+
+class JobPage(BaseModel):
+    data: list[JobOut]
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next (older) page; null on the last.")

@@ -17,13 +17,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from memvault.db.pagination import decode_cursor, encode_cursor
 from memvault.db.session import Database
 from memvault.errors import Conflict, MemvaultError, NotFound
-from memvault.facade import FacadeBase
+from memvault.facade import FacadeBase, NamespaceNotFound
 from memvault.jobs import repository as repo
 from memvault.jobs.models import Job
 from memvault.jobs.registry import JobKind, job_handlers
-from memvault.jobs.schemas import JobOut, JobStatus
+from memvault.jobs.schemas import JobOut, JobPage, JobStatus
 from memvault.observability.metrics import observe_job
 from memvault.operations import Operation, operation
 from memvault.principal import Principal
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 Progress = Callable[[float], Awaitable[None]]
 # Kinds whose work embeds text: not started for a tenant past its monthly embedded-token cap.
 EMBEDDING_KINDS = frozenset({JobKind.extraction, JobKind.organize, JobKind.reembed})
+# The longest page a listing returns.
+MAX_PAGE = 200
 FINISHED = (JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled)
 
 
@@ -153,6 +156,49 @@ class JobOps(FacadeBase):
         if not (p.can_access(namespace) if namespace is not None else p.unrestricted):
             raise JobNotFound(f"No job {job_id}.")
         return job_out(job, namespace)
+
+    @operation("read")
+    async def list_jobs(
+        self,
+        p: Principal,
+        *,
+        state: JobStatus | None = None,
+        namespace: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> JobPage:
+        """The tenant's jobs, newest first: what runs now and what ran, in ``state`` and
+        ``namespace`` when given. The jobs ``get_job`` would show, no others: a namespace-limited
+        principal sees its namespaces' jobs only. Jobs belong to no user (they work on a
+        namespace), so a member sees the same list as an owner with the same namespaces."""
+        p.require("read", namespace)
+        limit = max(1, min(limit, MAX_PAGE))
+        before = decode_cursor(cursor) if cursor else None
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            if namespace is not None:
+                found = await repo.namespace_ids(tx.session, p.tenant_id, frozenset({namespace}))
+                if not found:
+                    raise NamespaceNotFound(f"No namespace named '{namespace}'.")
+                ids: list[uuid.UUID] | None = list(found.values())
+            elif not p.unrestricted:
+                ids = list((await repo.namespace_ids(tx.session, p.tenant_id, p.namespaces)).values())
+            else:
+                ids = None
+            rows = await repo.page(
+                tx.session,
+                p.tenant_id,
+                statuses=(state.value,) if state is not None else tuple(st.value for st in JobStatus),
+                namespace_ids=ids,
+                limit=limit + 1,
+                before=before,
+            )
+        more = len(rows) > limit
+        rows = rows[:limit]
+        last = rows[-1][0] if more and rows else None
+        return JobPage(
+            data=[job_out(job, name) for job, name in rows],
+            next_cursor=encode_cursor(last.created_at, last.id) if last is not None else None,
+        )
 
     @operation("write")
     async def cancel_job(self, p: Principal, job_id: uuid.UUID) -> JobOut:
