@@ -14,6 +14,7 @@ from memvault.events.service import SessionNotFound
 from memvault.memories.schemas import MemoryFilters, MemoryIn, MemoryPatch, ScopeLevel
 from memvault.observations.service import ObservationNotFound
 from memvault.principal import ACT_AS, Principal, UserMismatch
+from memvault.retrieval.context import ContextIn
 from memvault.retrieval.kinds import Kind
 from memvault.retrieval.schemas import SearchIn
 from memvault.traces.schemas import TraceCompleteIn, TraceIn, TraceStepIn
@@ -55,6 +56,20 @@ class TestBinding:
         with pytest.raises(UserMismatch):
             await api.list_sessions(signed_in(tenant_a, "ana"), ns, user_id="bob")
 
+    async def test_reads_without_filters_are_the_signed_in_users(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
+        """A read that sends no filters at all (filters=None) still reads as the signed-in user:
+        the dashboard's first explorer found search and listing returning every user's memories."""
+        ns = tenant_a.namespace
+        await api.store(tenant_a.principal, ns, MemoryIn(content="Bob keeps bees on the roof", user_id="bob"))
+        await api.store(tenant_a.principal, ns, MemoryIn(content="Ana keeps bees in the garden", user_id="ana"))
+        ana = signed_in(tenant_a, "ana")
+        hits = await api.search(ana, ns, SearchIn(query="who keeps bees"))
+        assert [h.memory.content for h in hits.results] == ["Ana keeps bees in the garden"]
+        page = await api.list_memories(ana, ns)
+        assert [m.content for m in page.data] == ["Ana keeps bees in the garden"]
+        context = await api.get_context(ana, ns, ContextIn(query="who keeps bees"))
+        assert "Bob" not in str(context.model_dump())
+
     async def test_an_entity_shows_only_the_readers_memories(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
         ns = tenant_a.namespace
         ana, bob = signed_in(tenant_a, "ana"), signed_in(tenant_a, "bob")
@@ -95,12 +110,15 @@ class TestConversationsOfOthers:
             EventsIn(session_id="s-ana", messages=[MessageIn(role=Role.user, content="My blood type is O negative")]),
         )
         await api.start_trace(ana, ns, TraceIn(task="Check the blood type for the clinic"))
-        search = SearchIn(query="blood type", kinds=[Kind.messages, Kind.traces])
 
-        mine = await api.search(ana, ns, search)
-        theirs = await api.search(bob, ns, search)
+        def search() -> SearchIn:
+            # One request each: binding fills the request's filters with its caller's user.
+            return SearchIn(query="blood type", kinds=[Kind.messages, Kind.traces])
+
+        mine = await api.search(ana, ns, search())
+        theirs = await api.search(bob, ns, search())
         # An API key serving many users still reads every conversation, as before.
-        backend = await api.search(tenant_a.principal, ns, search)
+        backend = await api.search(tenant_a.principal, ns, search())
 
         assert [m.content for m in mine.messages or []] == ["My blood type is O negative"]
         assert [t.task for t in mine.traces or []] == ["Check the blood type for the clinic"]

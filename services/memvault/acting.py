@@ -10,6 +10,9 @@ directly or in a request model at any depth, follows one rule (``Principal.bind_
   ``MemoryIn.bind_owner`` decides the scope).
 - another user's ``user_id``: refused (``user_mismatch``) unless the Principal may act for others.
 
+A read that leaves its filters out altogether (``filters=None``, as an argument or inside a request
+model) gets empty filters bound to the user: "no filters" must not mean "every user's".
+
 A model whose ``user_id`` changes what it selects rather than whom it reads as (a patch that moves
 a memory to a user, a forget by user) sets ``binds_user = False``: its ``user_id`` is checked but
 never filled in. A Principal bound to no user (API keys, jobs) passes through untouched.
@@ -27,24 +30,42 @@ from pydantic import BaseModel
 from memvault.principal import Principal
 
 
-def takes_user_id(fn: Any) -> inspect.Signature | None:
-    """The signature of a facade method with a ``user_id`` parameter, else None."""
-    signature = inspect.signature(fn)
-    return signature if "user_id" in signature.parameters else None
+class Binding:
+    """How one facade method's arguments are bound: its ``user_id`` parameter, and its parameters
+    that may be None but are models carrying a user (filters). Type hints are read at the first
+    call, when every name they mention exists."""
+
+    def __init__(self, fn: Any) -> None:
+        self._fn = fn
+        self.signature = inspect.signature(fn)
+        self.takes_user_id = "user_id" in self.signature.parameters
+        self._optional: dict[str, type[BaseModel]] | None = None
+
+    @property
+    def optional_models(self) -> dict[str, type[BaseModel]]:
+        if self._optional is None:
+            hints = typing.get_type_hints(self._fn)
+            found = {name: _user_model(hints.get(name)) for name in self.signature.parameters}
+            self._optional = {name: cls for name, cls in found.items() if cls is not None}
+        return self._optional
 
 
 def bind_arguments(
-    p: Principal, signature: inspect.Signature | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+    p: Principal, binding: Binding, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """``args`` and ``kwargs`` of a call by ``p`` (after self and p) with its user bound."""
     if p.user_id is None:
         return args, kwargs
     for value in (*args, *kwargs.values()):
         _bind_value(p, value)
-    if signature is None:
+    if not binding.takes_user_id and not binding.optional_models:
         return args, kwargs
-    bound = signature.bind_partial(None, p, *args, **kwargs)
-    bound.arguments["user_id"] = p.bind_user(bound.arguments.get("user_id"))
+    bound = binding.signature.bind_partial(None, p, *args, **kwargs)
+    if binding.takes_user_id:
+        bound.arguments["user_id"] = p.bind_user(bound.arguments.get("user_id"))
+    for name, cls in binding.optional_models.items():
+        if bound.arguments.get(name) is None:
+            bound.arguments[name] = _bound_default(p, cls)
     return bound.args[2:], bound.kwargs
 
 
@@ -68,8 +89,31 @@ def bind_model(p: Principal, m: BaseModel) -> None:
                 owner(bound)
             elif value is None and getattr(type(m), "binds_user", True):
                 setattr(m, name, bound)
+        elif value is None and (cls := _user_model(info.annotation)) is not None:
+            setattr(m, name, _bound_default(p, cls))
         else:
             _bind_value(p, value)
+
+
+def _bound_default(p: Principal, cls: type[BaseModel]) -> BaseModel:
+    empty = cls()
+    bind_model(p, empty)
+    return empty
+
+
+def _user_model(annotation: Any) -> type[BaseModel] | None:
+    """The model an optional parameter or field holds when that model selects by user (filters)
+    and can be made empty; None for anything else."""
+    for a in typing.get_args(annotation) if typing.get_origin(annotation) in (typing.Union, types.UnionType) else ():
+        if (
+            isinstance(a, type)
+            and issubclass(a, BaseModel)
+            and "user_id" in a.model_fields
+            and getattr(a, "binds_user", True)
+            and all(not f.is_required() for f in a.model_fields.values())
+        ):
+            return a
+    return None
 
 
 def _admits_str(annotation: Any) -> bool:

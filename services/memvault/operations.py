@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from memvault.acting import bind_arguments, takes_user_id
+from memvault.acting import Binding, bind_arguments
 from memvault.plans.limits import RequestKind
 from memvault.principal import Principal
 
@@ -49,12 +49,12 @@ Method = TypeVar("Method", bound=Callable[..., Awaitable[Any]])
 def operation(kind: RequestKind, name: str | None = None) -> Callable[[Method], Method]:
     def wrap(fn: Method) -> Method:
         op = Operation(name or fn.__name__, kind)
-        signature = takes_user_id(fn)
+        binding = Binding(fn)
 
         @functools.wraps(fn)
         async def run(self: Any, p: Principal, *args: Any, **kwargs: Any) -> Any:
             # Whom the call acts for is settled before anything else, inner calls included (acting.py).
-            args, kwargs = bind_arguments(p, signature, args, kwargs)
+            args, kwargs = bind_arguments(p, binding, args, kwargs)
             gates: list[Gate] = self._gates
             if not gates or _current.get() is not None:
                 return await fn(self, p, *args, **kwargs)
