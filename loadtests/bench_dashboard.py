@@ -7,7 +7,7 @@ each renders in ≤ 100 ms p95 with 100,000).
 The pages are the app's own GET routes under /dashboard, found when the script runs, so a page
 added later is measured with nobody listing it; their path parameters are filled from the seeded
 tenant (``VALUES``: a route whose parameter matches none stops the run with its name). Routes
-reading a search box (the explorer, or one declaring a ``q``/``query`` parameter) are measured
+reading a search box (the explorer's page, or one declaring a ``q``/``query`` parameter) are measured
 twice, browsing and searching; every search asks a new question, so the query embedding is the
 model's, never the cache's.
 
@@ -61,6 +61,8 @@ VALUES: tuple[tuple[str, str], ...] = (
     ("name", "namespace"),
 )
 SEARCH_PARAMS = {"q", "query", "search"}
+# The explorer's own page (its namespace maybe in the path), not the pages it links to.
+EXPLORER = re.compile(r"/explorer(/\{[^}]+\})?$")
 NAMESPACE_PARAMS = {"ns", "namespace"}
 
 
@@ -112,7 +114,7 @@ def pages_of(app: Any, seeded: Seeded) -> list[Page]:
             browse = {name: seeded.namespace for name in NAMESPACE_PARAMS}
         anonymous = bool(ANONYMOUS.match(path))
         pages.append(Page(path, fill(path, seeded), anonymous, params=browse))
-        if "explorer" in path or declared & SEARCH_PARAMS:
+        if EXPLORER.search(path) or declared & SEARCH_PARAMS:
             pages.append(Page(f"{path}?q=…", fill(path, seeded), anonymous, searches=True, params=browse))
     return pages
 
