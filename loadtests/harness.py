@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,15 +94,19 @@ async def embedded_app(
     *,
     keep: Path | None = None,
     embedder_options: dict[str, Any] | None = None,
+    wrap_embedder: Callable[[Any], Any] | None = None,
     **settings: Any,
 ) -> AsyncIterator[Stack]:
     """The app over an embedded PostgreSQL with its lifespan entered: ``stack.api`` is the facade.
-    ``keep``: see embedded_postgres; ``embedder_options``: LocalEmbedder's keyword arguments."""
+    ``keep``: see embedded_postgres; ``embedder_options``: LocalEmbedder's keyword arguments;
+    ``wrap_embedder``: what the app embeds with, given the model (``stack.embedder`` is then that)."""
     from memvault.app import create_app
     from memvault.config import Settings
 
     with embedded_postgres(prefix, keep) as urls:
         embedder = load_embedder(**(embedder_options or {}))
+        if wrap_embedder is not None:
+            embedder = wrap_embedder(embedder)
         conf = Settings(_env_file=None, database_url=urls.owner.render_as_string(hide_password=False), **settings)
         app = create_app(conf, urls=urls, embedder=embedder)
         async with app.router.lifespan_context(app):
