@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memvault.dashboard import overview, signin
+from memvault.dashboard import overview, signin, usage
 
 router = APIRouter(include_in_schema=False)
-for module in (signin, overview):
+for module in (signin, overview, usage):
     router.include_router(module.router)
