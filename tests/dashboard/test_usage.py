@@ -70,6 +70,18 @@ class TestUsagePage:
         # User text is escaped in the table.
         assert "=cmd" in element(page, "usage-rows-namespace")
 
+    async def test_a_group_name_is_text_never_markup(
+        self, signed_in: Browser, api: NamespaceAPI, tenant_a: Tenant
+    ) -> None:
+        evil = '<img src=x onerror="alert(1)">'
+        key = await api.authenticate(tenant_a.key)
+        api._usage.record(key, Operation("list_memories", "read"), "rest", Tally(namespace=evil), plan="unlimited")
+        await api._usage.flush()
+        page = (await signed_in.get("/dashboard/usage", params={"group": "namespace"})).text
+        assert evil not in page and "<img" not in page
+        assert evil in element(page, "usage-rows-namespace")
+        assert evil in aria_label(page, "usage-chart-namespace")
+
     async def test_one_group_a_period_and_a_measure(
         self, signed_in: Browser, api: NamespaceAPI, tenant_a: Tenant, client: httpx.AsyncClient
     ) -> None:
