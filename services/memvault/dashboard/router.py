@@ -4,8 +4,20 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from memvault.dashboard import accounts, apps, audit, explorer, jobs, keys, members, namespaces, overview, signin
+from memvault.dashboard import (
+    accounts,
+    apps,
+    audit,
+    explorer,
+    jobs,
+    keys,
+    members,
+    namespaces,
+    overview,
+    signin,
+    usage,
+)
 
 router = APIRouter(include_in_schema=False)
-for module in (signin, accounts, overview, namespaces, explorer, keys, members, apps, jobs, audit):
+for module in (signin, accounts, overview, usage, namespaces, explorer, keys, members, apps, jobs, audit):
     router.include_router(module.router)

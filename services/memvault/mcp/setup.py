@@ -9,6 +9,7 @@ touched: a project (or a person) that does not want the rules says so in the fil
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -135,3 +136,54 @@ def describe(w: Written, directory: Path) -> str:
     if w.outcome == "opted_out":
         return f"{name}: left alone (it holds the opt-out marker {OPT_OUT})"
     return f"{name}: {w.outcome}"
+
+
+@dataclass(frozen=True)
+class ClientSetup:
+    """How one MCP client connects to memvault's URL: what to paste, and where. The client then
+    opens memvault's sign-in page itself (OAuth), so no secret is in the text."""
+
+    client: str  # a stable id: claude-code, claude-desktop, cursor, vscode
+    name: str
+    where: str  # the file or place the text goes
+    text: str
+    then: str  # what to do after pasting it
+
+
+def clients(mcp_url: str) -> list[ClientSetup]:
+    """The set-up of each client we document (docs/mcp.md, "Paste the URL") for ``mcp_url``,
+    one function so the dashboard and any other door show the same formats."""
+    server = {"memvault": {"url": mcp_url}}
+    return [
+        ClientSetup(
+            "claude-code",
+            "Claude Code",
+            "a terminal, in your project",
+            f"claude mcp add --transport http memvault {mcp_url}",
+            "Run /mcp in a Claude Code session and sign in.",
+        ),
+        ClientSetup(
+            "claude-desktop",
+            "Claude Desktop",
+            "Settings → Connectors → Add custom connector (or claude_desktop_config.json, through mcp-remote)",
+            json.dumps(
+                {"mcpServers": {"memvault": {"command": "npx", "args": ["-y", "mcp-remote", mcp_url]}}}, indent=2
+            ),
+            "Paste the URL as a custom connector, or this file's entry and restart Claude Desktop; sign in when the "
+            "browser opens.",
+        ),
+        ClientSetup(
+            "cursor",
+            "Cursor",
+            "~/.cursor/mcp.json (or .cursor/mcp.json in a project)",
+            json.dumps({"mcpServers": server}, indent=2),
+            'Choose "Connect" beside memvault in Cursor\'s MCP settings and sign in.',
+        ),
+        ClientSetup(
+            "vscode",
+            "VS Code",
+            ".vscode/mcp.json",
+            json.dumps({"servers": {"memvault": {"type": "http", "url": mcp_url}}}, indent=2),
+            'Choose "Start" above the server in the file and allow the sign-in.',
+        ),
+    ]
