@@ -18,7 +18,8 @@ from memvault.entities.schemas import EntityIn, RelationIn
 from memvault.events.schemas import EventsIn, MessageIn
 from memvault.keys import tokens
 from memvault.keys.schemas import KeyRotateIn
-from memvault.memories.schemas import MemoryIn
+from memvault.memories.schemas import MemoryIn, ScopeLevel
+from memvault.principal import Principal
 from tests.conftest import Tenant
 from tests.db.conftest import conninfo, scalar, set_tenant
 
@@ -667,3 +668,20 @@ class TestWordScoreTerms:
 
         assert len(short) == 2  # "lives in Oslo", "likes green tea"
         assert long == short
+
+
+class TestSystemTenant:
+    """Every tenant reads the system tenant's memories (system_read, by tenant alone since
+    migration 0030): so that tenant may hold nothing but system-scope memories."""
+
+    async def test_only_system_scope_memories_live_in_the_system_tenant(
+        self, api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant
+    ) -> None:
+        operator = Principal.system(tenant_a.id, subject="cli", operator=True)
+        m = await api.store(operator, "default", MemoryIn(content="Answer in English", scope=ScopeLevel.system))
+        async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as owner:
+            try:
+                with pytest.raises(errors.CheckViolation):
+                    await owner.execute("UPDATE memories SET scope = 'namespace' WHERE id = %s", (m.id,))
+            finally:
+                await owner.execute("DELETE FROM memories WHERE id = %s", (m.id,))
