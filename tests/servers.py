@@ -42,12 +42,13 @@ class _Server(uvicorn.Server):
 
 
 @contextmanager
-def served_on_thread(app: Any) -> Iterator[str]:
+def served_on_thread(app: Any, port: int = 0) -> Iterator[str]:
     """`app` with its own lifespan, on a thread and event loop of its own: for clients that block
-    (the sync SDK, schemathesis), which the test loop could not answer. Yields its base URL."""
+    (the sync SDK, schemathesis, a browser), which the test loop could not answer. Yields its base
+    URL. ``port``: one chosen beforehand (an app whose public URL must name it); 0: any free one."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     server = _Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -48,12 +48,12 @@ def _require_browser() -> None:
     pytest.skip(f"no browser to test the pages in: {missing}")
 
 
-def serve(settings: Settings, pg_urls: DatabaseUrls, **overrides: Any) -> Any:
+def serve(settings: Settings, pg_urls: DatabaseUrls, *, port: int = 0, **overrides: Any) -> Any:
     """The app on a thread and event loop of its own (selenium blocks the test's loop), with an
     embedder of its own: the session's is bound to the session's loop."""
     embedder = LocalEmbedder("sentence-transformers/all-MiniLM-L6-v2", dim=384)
     app = create_app(settings.model_copy(update=overrides), urls=pg_urls, embedder=embedder)
-    return served_on_thread(app)
+    return served_on_thread(app, port)
 
 
 @pytest.fixture(scope="session")

@@ -70,6 +70,17 @@ class TestUsagePage:
         # User text is escaped in the table.
         assert "=cmd" in element(page, "usage-rows-namespace")
 
+    async def test_the_dashboards_own_calls_count_on_a_door_of_their_own(
+        self, signed_in: Browser, api: NamespaceAPI, tenant_a: Tenant, client: httpx.AsyncClient
+    ) -> None:
+        """Looking at the dashboard is not REST traffic: its calls count on the door `dashboard`."""
+        await rest_traffic(client, tenant_a, api)
+        await signed_in.get("/dashboard")
+        await api._usage.flush()
+        page = (await signed_in.get("/dashboard/usage")).text
+        assert int(table_row(page, "door", "dashboard")[1]) >= 1
+        assert int(table_row(page, "door", "rest")[1]) == 4
+
     async def test_a_group_name_is_text_never_markup(
         self, signed_in: Browser, api: NamespaceAPI, tenant_a: Tenant
     ) -> None:

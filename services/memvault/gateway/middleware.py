@@ -15,7 +15,7 @@ from fastapi import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvault.errors import MemvaultError, PayloadTooLarge, RequestTimeout
-from memvault.metering.tally import through
+from memvault.metering.tally import Door, through
 from memvault.observability import access, logs
 from memvault.plans.gate import reporting
 
@@ -80,9 +80,10 @@ class RateLimitHeadersMiddleware:
 
 
 class DoorMiddleware:
-    """Which door a request came through, for usage metering (metering/tally.py): the SDK names
-    itself in its User-Agent (``memvault-sdk/<version>``), anything else is REST. /mcp is left
-    alone: its tool calls run in the MCP session's tasks, and the MCP runtime sets its door there."""
+    """Which door a request came through, for usage metering (metering/tally.py): the dashboard's
+    pages by their path, the SDK names itself in its User-Agent (``memvault-sdk/<version>``),
+    anything else is REST. /mcp is left alone: its tool calls run in the MCP session's tasks, and
+    the MCP runtime sets its door there."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -92,7 +93,10 @@ class DoorMiddleware:
             await self.app(scope, receive, send)
             return
         agent = next((v for k, v in scope["headers"] if k == b"user-agent"), b"")
-        with through("sdk" if agent.startswith(b"memvault-sdk/") else "rest"):
+        door: Door = "sdk" if agent.startswith(b"memvault-sdk/") else "rest"
+        if scope["path"] == "/dashboard" or scope["path"].startswith("/dashboard/"):
+            door = "dashboard"
+        with through(door):
             await self.app(scope, receive, send)
 
 

@@ -6,7 +6,7 @@ inside (an embedder counting tokens, a write counting its memories) adds to the 
 gather, the job runner's embedder loop, which copies the context) still counts for it. No Tally
 open (a warm-up, the CLI outside an operation): nothing is counted.
 
-The door (``rest``, ``sdk``, ``mcp``) is set once per request by the door itself: a pure ASGI
+The door (``rest``, ``sdk``, ``mcp``, ``dashboard``) is set once per request by the door itself: a pure ASGI
 middleware for REST (gateway/middleware.py), the MCP runtime for tool calls. A call with no door
 (jobs, the scheduler, the CLI) is ``internal``: its work counts, it is not billed as a request.
 """
@@ -19,8 +19,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, fields
 from typing import Literal
 
-Door = Literal["rest", "sdk", "mcp", "internal"]
-DOORS: tuple[Door, ...] = ("rest", "sdk", "mcp", "internal")
+Door = Literal["rest", "sdk", "mcp", "dashboard", "internal"]
+DOORS: tuple[Door, ...] = ("rest", "sdk", "mcp", "dashboard", "internal")
 
 # The units every bucket counts, in the order of the usage table's columns.
 UNITS = ("requests", "memories_written", "searches", "events_ingested", "tokens_embedded", "bytes_stored")
