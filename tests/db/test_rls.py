@@ -50,6 +50,8 @@ TABLES = (
     "observations",
     "contradictions",
     "web_sessions",
+    "webhook_endpoints",
+    "webhook_deliveries",
 )
 TENANT_COLUMN = {table: "tenant_id" for table in TABLES} | {"tenants": "id"}
 
@@ -133,6 +135,17 @@ async def data(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, tenan
             await owner.execute(
                 "INSERT INTO oauth_spent_tickets (tenant_id, ticket_id, expires_at) VALUES (%s, %s, now())",
                 (tenant.id, uuid.uuid4().hex),
+            )
+            endpoint = await scalar(
+                owner,
+                "INSERT INTO webhook_endpoints (tenant_id, url, events, secret, created_by) "
+                "VALUES (%s, 'https://hooks.example/in', '{memory.created}', 'whsec_x', 't') RETURNING id",
+                (tenant.id,),
+            )
+            await owner.execute(
+                "INSERT INTO webhook_deliveries (tenant_id, endpoint_id, message_id, event_type, payload) "
+                "VALUES (%s, %s, %s, 'memory.created', '{}')",
+                (tenant.id, endpoint, f"msg_{uuid.uuid4().hex}"),
             )
             await owner.execute(
                 "INSERT INTO web_sessions (tenant_id, user_id, token_hash, expires_at) "
