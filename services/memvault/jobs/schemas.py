@@ -18,7 +18,10 @@ class JobStatus(StrEnum):
 
 class JobOut(BaseModel):
     id: uuid.UUID
-    kind: str = Field(description="`extraction` or `organize`.")
+    kind: str = Field(
+        description="`extraction`, `organize`, or one of organize's steps run alone: "
+        "`dedup`, `decay`, `promote`, `reembed`."
+    )
     namespace: str | None
     status: JobStatus = Field(
         description="queued → running → succeeded | failed | cancelled. A job that failed and will be retried is "
