@@ -45,7 +45,7 @@ def refused_reason(address: IPAddress) -> str | None:
         address = address.ipv4_mapped  # ::ffff:127.0.0.1 is loopback too
     if address in METADATA:
         return "a cloud metadata address"
-    for name in ("loopback", "private", "link_local", "multicast", "reserved", "unspecified"):
+    for name in ("unspecified", "loopback", "link_local", "multicast", "private", "reserved"):  # narrowest first
         if getattr(address, f"is_{name}"):
             return f"a {name.replace('_', '-')} address"
     if not address.is_global:  # shared (100.64/10), documentation and other special ranges
