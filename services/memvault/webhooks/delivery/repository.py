@@ -4,6 +4,7 @@ operator.py), claiming them inside their tenant, and recording what each attempt
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,7 +174,21 @@ async def endpoint_gone(s: AsyncSession, tenant_id: uuid.UUID, endpoint_id: uuid
     await s.execute(_GONE, {"tenant": tenant_id, "endpoint": endpoint_id})
 
 
+CHANNEL = "memvault_webhooks"
+
+
 async def notify(s: AsyncSession) -> None:
     """Wake the senders once this transaction commits (NOTIFY is delivered on commit, dropped on
     rollback): for the outbox's emit, so a delivery need not wait for the next sweep."""
     await s.execute(text("SELECT pg_notify('memvault_webhooks', '')"))
+
+
+async def notifications(dsn: str) -> AsyncIterator[None]:
+    """One item per NOTIFY on the channel, on a connection of its own (LISTEN holds it) until the
+    caller stops iterating or the connection fails."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        await conn.execute(f"LISTEN {CHANNEL}")
+        async for _ in conn.notifies():
+            yield None

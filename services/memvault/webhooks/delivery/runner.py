@@ -44,7 +44,6 @@ DISABLE_AFTER_S = 3 * 24 * 3600
 SWEEP_LIMIT = 500
 # A claimed row comes due again this long after its attempt's deadline if its sender died.
 LEASE_MARGIN_S = 30.0
-CHANNEL = "memvault_webhooks"
 
 
 class DeliveryRunner:
@@ -182,17 +181,12 @@ class DeliveryRunner:
     async def _listen(self) -> None:
         """Nudged by NOTIFY memvault_webhooks (repository.notify, sent on commit by any process).
         Best effort: without it, the sweep interval still finds everything."""
-        import psycopg
-
         # LISTEN needs no table rights: the plain URL, without the SQLAlchemy driver name.
         dsn = self._db.urls.app.render_as_string(hide_password=False).replace("+psycopg", "")
         while True:
             try:
-                conn = await psycopg.AsyncConnection.connect(dsn, autocommit=True)
-                async with conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
-                    async for _ in conn.notifies():
-                        self._wake.set()
+                async for _ in repository.notifications(dsn):
+                    self._wake.set()
             except asyncio.CancelledError:
                 raise
             except Exception:
