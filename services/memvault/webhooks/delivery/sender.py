@@ -61,6 +61,9 @@ def headers_for(message: Message, body: str, now: datetime | None = None) -> dic
     return {
         "content-type": "application/json",
         "user-agent": USER_AGENT,
+        # The excerpt is the raw bytes read: uncompressed, so that it is readable and 1 KiB read is
+        # 1 KiB kept (a compressed answer could also expand without bound).
+        "accept-encoding": "identity",
         "webhook-id": message.message_id,
         "webhook-timestamp": str(int(now.timestamp())),
         "webhook-signature": sign(message.message_id, now, body, message.secrets),
