@@ -3,10 +3,12 @@
 A URL's host is resolved and refused if any of its addresses is loopback, private, link-local,
 multicast, reserved, unspecified or a cloud metadata address (unless the operator allows private
 targets, for local development and tests), and plain http is refused unless allowed the same way.
-The sender then connects to the address that was checked, not to the name: a second DNS answer
-(rebinding between the check and the connect) cannot move the request to an internal host. The
-name still goes in the ``Host`` header and, for https, in the TLS SNI and certificate check
-(httpcore's ``sni_hostname`` request extension).
+The check runs inside the connect: the sender's HTTP transport has a network backend
+(``GuardedBackend``) that resolves the name, judges every address, and opens the TCP connection
+to the address it judged, so a second DNS answer (rebinding between a check and a connect) has no
+moment to act in. The request keeps the name in its URL: the ``Host`` header, the TLS SNI and the
+certificate check are the name's, and httpcore pools connections by name, so a connection
+verified for one host is never reused for another that shares its address.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
-from dataclasses import dataclass
+from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
+
+import httpcore
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -26,17 +31,6 @@ METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_addr
 
 class AddressRefused(Exception):
     """The URL may not be called: the reason is recorded as the delivery's error."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """A checked destination: connect to ``address``, speak to ``host``."""
-
-    url: str  # the URL with the checked address in place of the name
-    host: str  # the name, for the Host header and SNI
-    host_header: str  # host[:port] as the URL gave it
-    address: str
-    scheme: str
 
 
 def refused_reason(address: IPAddress) -> str | None:
@@ -70,33 +64,70 @@ async def resolve(host: str, port: int) -> list[IPAddress]:
     return sorted(found, key=lambda a: (a.version, int(a)))
 
 
-async def check(url: str, *, allow_private: bool) -> Target:
-    """The destination to connect to for ``url``, or AddressRefused. Every address of the name
-    is judged, not only the one used: a name with one public and one internal address is refused,
-    since which one a resolver answers first is the attacker's to choose."""
+def check_url(url: str, *, allow_private: bool) -> tuple[str, int]:
+    """(host, port) of a URL the sender may call, judged on its shape alone: http(s), https
+    unless private targets are allowed, a host, no credentials."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise AddressRefused(f"scheme {scheme!r} is not http(s)")
     if scheme == "http" and not allow_private:
         raise AddressRefused("plain http is refused; use https")
-    host = parts.hostname
-    if not host:
+    if not parts.hostname:
         raise AddressRefused("the URL has no host")
     if parts.username or parts.password:
         raise AddressRefused("credentials in the URL are refused")
-    port = parts.port or (443 if scheme == "https" else 80)
+    return parts.hostname, parts.port or (443 if scheme == "https" else 80)
+
+
+async def pinned_address(host: str, port: int, *, allow_private: bool) -> str:
+    """The address to connect to for ``host``. Every address the name has is judged, not only the
+    one used: a name with one public and one internal address is refused, since which one a
+    resolver answers first is the attacker's to choose."""
     addresses = await resolve(host, port)
     if not allow_private:
         for address in addresses:
             reason = refused_reason(address)
             if reason is not None:
                 raise AddressRefused(f"{host} resolves to {address}, {reason}")
-    chosen = addresses[0]
-    literal = f"[{chosen}]" if chosen.version == 6 else str(chosen)
-    netloc = f"{literal}:{parts.port}" if parts.port else literal
-    pinned = parts._replace(netloc=netloc).geturl()
-    host_header = f"{host}:{parts.port}" if parts.port else host
-    if ":" in host and not host.startswith("["):
-        host_header = f"[{host}]:{parts.port}" if parts.port else f"[{host}]"
-    return Target(url=pinned, host=host, host_header=host_header, address=str(chosen), scheme=scheme)
+    return str(addresses[0])
+
+
+async def check(url: str, *, allow_private: bool) -> str:
+    """The address a request to ``url`` would go to now, or AddressRefused: for a subscription's
+    URL when it is given (the sender checks again at every connect)."""
+    host, port = check_url(url, allow_private=allow_private)
+    return await pinned_address(host, port, allow_private=allow_private)
+
+
+class GuardedBackend(httpcore.AsyncNetworkBackend):
+    """httpcore's network backend with the guard in its connect: each new connection goes to an
+    address judged a moment before, on the same resolution. Unix sockets are refused."""
+
+    def __init__(self, *, allow_private: bool) -> None:
+        self._inner = httpcore.AnyIOBackend()
+        self._allow_private = allow_private
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        address = await pinned_address(host, port, allow_private=self._allow_private)
+        return await self._inner.connect_tcp(
+            address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+        )
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,  # noqa: ASYNC109 - httpcore's interface
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        raise AddressRefused("unix sockets are refused")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)

@@ -58,7 +58,7 @@ class DeliveryRunner:
         self._db = db
         self._settings = settings
         self._backoff = backoff
-        self._client = client or sender.client()
+        self._client = client or sender.client(allow_private=settings.webhook_allow_private)
         self._own_client = client is None
         self._cap = settings.webhook_tenant_concurrency
         self._total_cap = settings.webhook_concurrency

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import httpcore
 import httpx
 from standardwebhooks.webhooks import Webhook
 
-from memvault.webhooks.delivery.addresses import AddressRefused, check
+from memvault.webhooks.delivery.addresses import AddressRefused, GuardedBackend, check_url
 
 EXCERPT_BYTES = 1024
 USER_AGENT = "memvault-webhooks/1"
@@ -96,14 +98,12 @@ async def send(client: httpx.AsyncClient, message: Message, *, allow_private: bo
     receiver or the network does; those are failed results with an error to log."""
     started = time.perf_counter()
     try:
-        target = await check(message.url, allow_private=allow_private)
+        check_url(message.url, allow_private=allow_private)
     except AddressRefused as exc:
         return Result("failed", error=f"refused: {exc}")
     body = body_of(message.payload)
-    headers = headers_for(message, body) | {"host": target.host_header}
-    extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
     request = client.build_request(
-        "POST", target.url, content=body.encode(), headers=headers, extensions=extensions, timeout=timeout_s
+        "POST", message.url, content=body.encode(), headers=headers_for(message, body), timeout=timeout_s
     )
     try:
         # The whole attempt, not each read, is bounded: a receiver trickling bytes still ends.
@@ -113,6 +113,8 @@ async def send(client: httpx.AsyncClient, message: Message, *, allow_private: bo
                 excerpt = await _excerpt(response)
             finally:
                 await response.aclose()
+    except AddressRefused as exc:  # raised by the transport's connect (addresses.GuardedBackend)
+        return Result("failed", latency_ms=_ms(started), error=f"refused: {exc}")
     except TimeoutError:
         return Result("failed", latency_ms=_ms(started), error=f"timed out after {timeout_s:g} s")
     except httpx.HTTPError as exc:
@@ -124,11 +126,28 @@ def _ms(started: float) -> int:
     return int((time.perf_counter() - started) * 1000)
 
 
-def client() -> httpx.AsyncClient:
-    """The sender's HTTP client: no proxies from the environment (a proxy would connect to the
-    name, not the checked address), no redirects, certificates verified against the name."""
+class GuardedTransport(httpx.AsyncHTTPTransport):
+    """httpx's transport over a connection pool whose connects go through the SSRF guard."""
+
+    def __init__(self, *, allow_private: bool, limits: httpx.Limits, ssl_context: ssl.SSLContext | None) -> None:
+        super().__init__(trust_env=False, limits=limits)
+        # The pool httpx builds, with our network backend: the same settings, made again.
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context or httpx.create_ssl_context(trust_env=False),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=GuardedBackend(allow_private=allow_private),
+        )
+
+
+def client(*, allow_private: bool, ssl_context: ssl.SSLContext | None = None) -> httpx.AsyncClient:
+    """The sender's HTTP client: every connection checked by the guard at connect time, no
+    proxies from the environment (a proxy would connect to the name itself), no redirects,
+    certificates verified against the name (``ssl_context``: other roots, for tests)."""
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
     return httpx.AsyncClient(
+        transport=GuardedTransport(allow_private=allow_private, limits=limits, ssl_context=ssl_context),
         trust_env=False,
         follow_redirects=False,
-        limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
     )
