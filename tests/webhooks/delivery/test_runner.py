@@ -211,6 +211,17 @@ class TestSafety:
                 await until(lambda: _status(owner, message_id, "succeeded"))
         assert (await delivery(owner, message_id))["response_excerpt"] == "x" * 1024
 
+    async def test_an_answer_with_a_nul_byte_is_recorded(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret(), answers=[(200, b"ok\x00\xffdone", {})])
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, sender_settings):
+                await until(lambda: _status(owner, message_id, "succeeded"))
+        assert (await delivery(owner, message_id))["response_excerpt"] == "ok\ufffd\ufffddone"
+
 
 class TestFairness:
     async def test_one_tenants_slow_backlog_does_not_delay_another(

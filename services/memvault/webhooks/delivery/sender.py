@@ -90,7 +90,9 @@ async def _excerpt(response: httpx.Response) -> str:
         kept += chunk[: EXCERPT_BYTES - len(kept)]
         if len(kept) >= EXCERPT_BYTES:
             break
-    return kept.decode("utf-8", errors="replace")
+    # PostgreSQL text holds no NUL: one in the answer would make the outcome unwritable, and the
+    # delivery would be sent again every lease.
+    return kept.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
 
 async def send(client: httpx.AsyncClient, message: Message, *, allow_private: bool, timeout_s: float) -> Result:
