@@ -115,6 +115,13 @@ def create_app(
             ticks = asyncio.create_task(run_in_process(app.state.api, settings.scheduler_interval_s))
             # The status page's health sample, a minute apart, likewise (jobs/schedule.py).
             samples = asyncio.create_task(sample_in_process(app.state.api))
+        # Webhooks: without Redis this process sends the outbox; with Redis, `memvault worker` does.
+        deliveries: asyncio.Task[None] | None = None
+        if not settings.redis_url and settings.webhook_sweep_interval_s > 0:
+            from memvault.webhooks.delivery.runner import DeliveryRunner
+
+            app.state.webhook_runner = DeliveryRunner(db, settings)
+            deliveries = asyncio.create_task(app.state.webhook_runner.run())
         # The embedded PostgreSQL (no MEMVAULT_DATABASE_URL) is restarted when it dies (db/embedded.py).
         app.state.supervisor = supervisor = embedded_supervisor(settings)
         watch = asyncio.create_task(supervisor.run()) if supervisor is not None else None
@@ -133,7 +140,7 @@ def create_app(
         finally:
             # What the app leaves behind on shutdown (a test's, an embedded run's) may be collected.
             gc.unfreeze()
-            for task in (ticks, samples, watch):
+            for task in (ticks, samples, deliveries, watch):
                 if task is not None:
                     task.cancel()
                     with contextlib.suppress(asyncio.CancelledError):

@@ -74,6 +74,27 @@ class Settings(BaseSettings):
         description="Seconds between two checks for namespaces whose periodic maintenance is due "
         "(`memvault scheduler` with Redis, else inside `memvault serve`). 0: no periodic maintenance.",
     )
+    # Webhooks (docs/webhooks.md): the sender of the outbox.
+    webhook_allow_private: bool = Field(
+        default=False,
+        description="Let webhooks reach loopback, private, link-local and other internal addresses, and "
+        "plain http: for local development and tests only.",
+    )
+    webhook_timeout_s: float = Field(
+        default=10.0, gt=0, le=60, description="One webhook attempt, connect to last byte read; slower fails."
+    )
+    webhook_tenant_concurrency: int = Field(
+        default=2, ge=1, description="Webhook attempts one tenant may have in flight per sender process."
+    )
+    webhook_concurrency: int = Field(
+        default=64, ge=1, description="Webhook attempts in flight per sender process, over all tenants."
+    )
+    webhook_sweep_interval_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="How often the webhook sender (`memvault worker` with Redis, `memvault serve` without) "
+        "looks for due deliveries; also woken at once by each commit that queues some. 0: no sender here.",
+    )
     extractor: Literal["rules", "llm"] = Field(
         default="rules", description="Memory extraction from events: local rules, or an OpenAI-compatible LLM."
     )

@@ -1,7 +1,8 @@
 """The operator's paths: everything done as the database's owner role, which bypasses row-level
 security. Migrating, creating a tenant (by the operator, or a self-serve sign-up: none exists yet
 to scope the transaction to), finding a tenant by name for the CLI and the stdio bridge, and the
-two sweeps that list ids across tenants (orphaned jobs, due maintenance), and the VACUUM after a
+three sweeps that list ids across tenants (orphaned jobs, due maintenance, due webhook
+deliveries), and the VACUUM after a
 hard forget. Nothing else opens an owner session or connection.
 
 Each function here reads or writes as little as it can: cross-tenant reads return ids only, and
@@ -32,6 +33,7 @@ from memvault.plans.limits import PlanLimits
 from memvault.runtime import database_urls
 from memvault.tenants import service as tenants
 from memvault.tenants.models import Tenant
+from memvault.webhooks.delivery import repository as webhooks_repo
 
 
 def prepare_database(settings: Settings) -> DatabaseUrls:
@@ -126,6 +128,12 @@ async def due_maintenance(db: Database, now: datetime, *, limit: int) -> list[tu
     """(tenant, namespace) of the namespaces whose periodic maintenance is due, across tenants."""
     async with db.owner() as s:
         return await maintenance_repo.due_schedules(s, now, limit=limit)
+
+
+async def due_webhook_deliveries(db: Database, *, per_tenant: int, limit: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """(tenant, delivery) of the webhook deliveries due now, across tenants, round-robin by tenant."""
+    async with db.owner() as s:
+        return await webhooks_repo.due(s, per_tenant=per_tenant, limit=limit)
 
 
 async def save_plan(db: Database, name: str, limits: PlanLimits, description: str = "") -> None:

@@ -174,6 +174,22 @@ def _sweep_every(dispatcher: Any, urls: DatabaseUrls, interval_s: float, stoppin
             _sweep(dispatcher, urls, timedelta(seconds=interval_s))
 
 
+def _send_webhooks(settings: Settings, urls: DatabaseUrls) -> None:
+    """The webhook sender beside the RQ worker: a long-lived loop of its own on this thread (its
+    pooled engine belongs to this loop), so a delivery waits for no job and no enqueue, and a
+    Redis restart does not touch it (the outbox is in PostgreSQL)."""
+    from memvault.webhooks.delivery.runner import DeliveryRunner
+
+    async def run() -> None:
+        db = Database(urls, pool_size=4)
+        try:
+            await DeliveryRunner(db, settings).run()
+        finally:
+            await db.dispose()
+
+    asyncio.run(run())
+
+
 def serve_worker(
     settings: Settings, queues: Sequence[str], *, metrics_port: int | None = None, metrics_host: str = "127.0.0.1"
 ) -> None:
@@ -216,6 +232,10 @@ def serve_worker(
             args=(dispatcher, ctx.urls, settings.job_sweep_interval_s, stopping),
             name="memvault-job-sweep",
             daemon=True,
+        ).start()
+    if settings.webhook_sweep_interval_s > 0:
+        threading.Thread(
+            target=_send_webhooks, args=(settings, ctx.urls), name="memvault-webhooks", daemon=True
         ).start()
     conn = Redis.from_url(settings.redis_url or "")
     backoff = 1.0

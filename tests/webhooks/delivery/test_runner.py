@@ -1,0 +1,267 @@
+"""The sender against a real receiver on loopback: signed, retried, never lost, bounded, fair."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import psycopg
+
+from memvault.config import Settings
+from memvault.db.session import Database
+from memvault.db.urls import DatabaseUrls
+from memvault.webhooks.delivery import repository
+from tests.conftest import Tenant
+from tests.servers import free_port
+from tests.webhooks.delivery.conftest import (
+    Receiver,
+    add_deliveries,
+    add_endpoint,
+    delivery,
+    endpoint,
+    new_secret,
+    receiving,
+    sending,
+    until,
+)
+
+Conn = psycopg.AsyncConnection[Any]
+
+
+class TestSigned:
+    async def test_every_signature_verifies_and_the_body_is_the_payload(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret())
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, f"{base}/hook", receiver.secret)
+            ids = await add_deliveries(owner, tenant_a.id, ep, 3)
+            async with sending(pg_urls, sender_settings):
+                await until(lambda: _count(receiver, 3))
+        assert sorted(p["id"] for p in receiver.received) == sorted(ids)
+        assert {p["data"]["text"] for p in receiver.received} == {"café ✓"}
+        for message_id in ids:
+            row = await delivery(owner, message_id)
+            assert (row["status"], row["attempts"], row["response_status"]) == ("succeeded", 1, 200)
+
+    async def test_during_a_rotation_both_secrets_sign(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        old = new_secret()
+        receiver = Receiver(old)  # a receiver not yet told the new secret still verifies
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, new_secret(), previous=old)
+            await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, sender_settings):
+                await until(lambda: _count(receiver, 1))
+        assert len(receiver.requests[0][1]["webhook-signature"].split(" ")) == 2
+
+
+class TestRetries:
+    async def test_failing_twice_then_succeeding_delivers_exactly_once(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret(), answers=[(500, b"no", {}), (503, b"later", {}), (200, b"ok", {})])
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, sender_settings):
+                await until(lambda: _count(receiver, 1))
+                await asyncio.sleep(0.3)  # no further attempt comes
+        assert len(receiver.received) == 1 and len(receiver.requests) == 3
+        assert {h["webhook-id"] for _, h in receiver.requests} == {message_id}
+        row = await delivery(owner, message_id)
+        assert (row["status"], row["attempts"], row["response_status"]) == ("succeeded", 3, 200)
+        assert (await endpoint(owner, ep))["failing_since"] is None
+
+    async def test_a_receiver_down_for_a_while_gets_it_once_up(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        port = free_port()
+        receiver = Receiver(new_secret())
+        ep = await add_endpoint(owner, tenant_a.id, f"http://127.0.0.1:{port}/in", receiver.secret)
+        [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+        async with sending(pg_urls, sender_settings, backoff=(0.2,) * 6):
+            await until(lambda: _attempts_at_least(owner, message_id, 2))
+            assert (await endpoint(owner, ep))["failing_since"] is not None
+            async with receiving(receiver, port):
+                await until(lambda: _count(receiver, 1))
+        assert (await delivery(owner, message_id))["status"] == "succeeded"
+
+    async def test_after_the_last_retry_it_is_failed(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret(), answers=[(500, b"", {})])
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, sender_settings, backoff=(0.01, 0.01)):
+                await until(lambda: _status(owner, message_id, "failed"))
+        assert len(receiver.requests) == 3
+
+    async def test_three_days_failing_disables_the_endpoint(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret(), answers=[(500, b"", {})])
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            await owner.execute(
+                "UPDATE webhook_endpoints SET failing_since = now() - interval '3 days 1 minute' WHERE id = %s", (ep,)
+            )
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, sender_settings, backoff=(30,)):
+                await until(lambda: _attempts_at_least(owner, message_id, 1))
+                await asyncio.sleep(0.2)
+        assert (await endpoint(owner, ep))["disabled_reason"] == "failing"
+        assert (await delivery(owner, message_id))["status"] == "pending"  # enable or replay resumes it
+
+
+class TestNeverLost:
+    async def test_committed_with_no_sender_running_is_sent_when_one_starts(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret())
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)  # committed; the process "crashed"
+            await asyncio.sleep(0.2)
+            assert receiver.requests == []
+            async with sending(pg_urls, sender_settings):
+                await until(lambda: _count(receiver, 1))
+        assert receiver.received[0]["id"] == message_id
+
+    async def test_a_sender_that_died_mid_attempt_leaves_it_to_the_next(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret())
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            db = Database(pg_urls, pool_size=1)
+            try:  # a sender claims it, then dies before recording anything
+                cur = await owner.execute("SELECT id FROM webhook_deliveries WHERE message_id = %s", (message_id,))
+                [(delivery_id,)] = await cur.fetchall()
+                async with db.tenant_tx(tenant_a.id) as tx:
+                    [claimed] = await repository.claim(tx.session, tenant_a.id, [delivery_id], lease_s=0.5)
+            finally:
+                await db.dispose()
+            async with sending(pg_urls, sender_settings):
+                await asyncio.sleep(0.2)
+                assert receiver.requests == []  # leased: nobody else sends it meanwhile
+                await until(lambda: _count(receiver, 1))
+        row = await delivery(owner, message_id)
+        assert (row["status"], row["attempts"]) == ("succeeded", claimed.attempts + 1)
+
+
+class TestSafety:
+    async def test_a_private_address_is_refused_unless_allowed(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret())
+        strict = settings.model_copy(update={"webhook_allow_private": False, "webhook_sweep_interval_s": 0.05})
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, strict, backoff=(30,)):
+                await until(lambda: _attempts_at_least(owner, message_id, 1))
+                await asyncio.sleep(0.1)
+        assert receiver.requests == []
+        assert (await delivery(owner, message_id))["error"].startswith("refused: plain http")
+
+    async def test_410_disables_the_endpoint_at_once(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret(), answers=[(410, b"gone", {})], delay_s=0.2)
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            sender_settings = sender_settings.model_copy(update={"webhook_tenant_concurrency": 1})
+            first, second = await add_deliveries(owner, tenant_a.id, ep, 2)
+            async with sending(pg_urls, sender_settings):
+                await until(lambda: _endpoint_disabled(owner, ep))
+                await asyncio.sleep(0.3)
+        assert (await endpoint(owner, ep))["disabled_reason"] == "gone"
+        assert len(receiver.requests) == 1
+        rows = [await delivery(owner, m) for m in (first, second)]
+        assert sorted(r["status"] for r in rows) == ["failed", "pending"]
+
+    async def test_redirects_are_not_followed(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret())
+        async with receiving(receiver) as base:
+            receiver.answers = [(307, b"", {"location": f"{base}/elsewhere"}), (200, b"ok", {})]
+            ep = await add_endpoint(owner, tenant_a.id, f"{base}/in", receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, sender_settings, backoff=(30,)):
+                await until(lambda: _attempts_at_least(owner, message_id, 1))
+                await asyncio.sleep(0.2)
+        assert [path for path, _ in receiver.requests] == ["/in"]
+        row = await delivery(owner, message_id)
+        assert (row["status"], row["response_status"]) == ("pending", 307)
+
+    async def test_the_response_excerpt_is_bounded(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret(), answers=[(200, b"x" * 5_000_000, {})])
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, sender_settings):
+                await until(lambda: _status(owner, message_id, "succeeded"))
+        assert (await delivery(owner, message_id))["response_excerpt"] == "x" * 1024
+
+    async def test_an_answer_with_a_nul_byte_is_recorded(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        receiver = Receiver(new_secret(), answers=[(200, b"ok\x00\xffdone", {})])
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, sender_settings):
+                await until(lambda: _status(owner, message_id, "succeeded"))
+        assert (await delivery(owner, message_id))["response_excerpt"] == "ok\ufffd\ufffddone"
+
+
+class TestFairness:
+    async def test_one_tenants_slow_backlog_does_not_delay_another(
+        self, owner: Conn, tenant_a: Tenant, tenant_b: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        slow = Receiver(new_secret(), delay_s=1.0)
+        fast = Receiver(new_secret())
+        async with receiving(slow) as slow_base, receiving(fast) as fast_base:
+            ep_a = await add_endpoint(owner, tenant_a.id, slow_base, slow.secret)
+            ep_b = await add_endpoint(owner, tenant_b.id, fast_base, fast.secret)
+            await add_deliveries(owner, tenant_a.id, ep_a, 10_000)
+            async with sending(pg_urls, sender_settings):
+                await until(lambda: _requests_at_least(slow, 2))
+                began = time.monotonic()
+                [message_id] = await add_deliveries(owner, tenant_b.id, ep_b)
+                await until(lambda: _count(fast, 1), timeout_s=5)
+                waited = time.monotonic() - began
+            await owner.execute("DELETE FROM webhook_deliveries WHERE tenant_id = %s", (tenant_a.id,))
+        assert fast.received[0]["id"] == message_id
+        assert waited < 1.0, waited  # one sweep, not behind tenant a's 10,000
+        assert slow.most_in_flight <= sender_settings.webhook_tenant_concurrency
+
+
+async def _count(receiver: Receiver, n: int) -> bool:
+    return len(receiver.received) >= n
+
+
+async def _requests_at_least(receiver: Receiver, n: int) -> bool:
+    return len(receiver.requests) >= n
+
+
+async def _attempts_at_least(owner: Conn, message_id: str, n: int) -> bool:
+    row = await delivery(owner, message_id)
+    recorded = row["error"] is not None or row["response_status"] is not None
+    return int(row["attempts"]) >= n and recorded
+
+
+async def _status(owner: Conn, message_id: str, status: str) -> bool:
+    return (await delivery(owner, message_id))["status"] == status
+
+
+async def _endpoint_disabled(owner: Conn, endpoint_id: Any) -> bool:
+    return not (await endpoint(owner, endpoint_id))["enabled"]
