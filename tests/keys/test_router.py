@@ -31,6 +31,7 @@ MCP_ROUTES = {
 # (docs/operations.md, "Metrics"), and tests/observability/test_metrics.py covers both.
 OPERATOR_ROUTES = {("GET", "/metrics")}
 
+
 # The dashboard's pages sign in by a session cookie, not a key: tests/dashboard/test_routes.py
 # holds every one of them to that (no session: a GET goes to sign-in, a POST gets 401).
 def _dashboard(route: tuple[str, str]) -> bool:

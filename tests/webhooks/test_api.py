@@ -45,7 +45,10 @@ class TestSubscribe:
         hook = Webhook(made["secret"])
         now = datetime.now(UTC)
         sig = hook.sign("msg_1", now, '{"type":"memory.deleted"}')
-        hook.verify('{"type":"memory.deleted"}', {"webhook-id": "msg_1", "webhook-timestamp": str(int(now.timestamp())), "webhook-signature": sig})
+        hook.verify(
+            '{"type":"memory.deleted"}',
+            {"webhook-id": "msg_1", "webhook-timestamp": str(int(now.timestamp())), "webhook-signature": sig},
+        )
 
         listed = (await client.get("/v1/webhooks", headers=tenant_a.headers)).json()["data"]
         got = (await client.get(f"/v1/webhooks/{made['id']}", headers=tenant_a.headers)).json()
@@ -166,7 +169,9 @@ class TestChange:
         self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection
     ) -> None:
         made = await subscribe(client, tenant_a)
-        r = await client.post(f"/v1/webhooks/{made['id']}/rotate", json={"grace_seconds": 3600}, headers=tenant_a.headers)
+        r = await client.post(
+            f"/v1/webhooks/{made['id']}/rotate", json={"grace_seconds": 3600}, headers=tenant_a.headers
+        )
         assert r.status_code == 200, r.text
         rotated = r.json()
         assert rotated["secret"].startswith("whsec_") and rotated["secret"] != made["secret"]
@@ -185,7 +190,9 @@ class TestChange:
         assert row["previous_secret"] == rotated["secret"] and row["secret"] == default["secret"]
         assert timedelta(hours=23) < row["previous_secret_expires_at"] - datetime.now(UTC) <= timedelta(hours=24)
 
-        now = (await client.post(f"/v1/webhooks/{made['id']}/rotate", json={"grace_seconds": 0}, headers=tenant_a.headers)).json()
+        now = (
+            await client.post(f"/v1/webhooks/{made['id']}/rotate", json={"grace_seconds": 0}, headers=tenant_a.headers)
+        ).json()
         assert now["previous_secret_expires_at"] is None
         too_long = {"grace_seconds": 8 * 86400}
         r = await client.post(f"/v1/webhooks/{made['id']}/rotate", json=too_long, headers=tenant_a.headers)
@@ -250,7 +257,9 @@ class TestDeliveriesLog:
         assert len(log) == 3 and rest["next_cursor"] is None
         assert [d["created_at"] for d in log] == sorted((d["created_at"] for d in log), reverse=True)
         assert {d["status"] for d in log} == {"pending"} and all(d["next_attempt_at"] for d in log)
-        assert {d["event_type"] for d in log} == {"memory.created"} and all(d["message_id"].startswith("msg_") for d in log)
+        assert {d["event_type"] for d in log} == {"memory.created"} and all(
+            d["message_id"].startswith("msg_") for d in log
+        )
 
         # Still pending: nothing to queue twice.
         r = await client.post(f"/v1/webhooks/{made['id']}/replay", json={"since": since}, headers=tenant_a.headers)
@@ -275,7 +284,9 @@ class TestDeliveriesLog:
         r = await client.post(f"/v1/webhooks/{made['id']}/replay", json=later, headers=tenant_a.headers)
         assert r.json() == {"requeued": 0}
         problem(
-            await client.post(f"/v1/webhooks/{made['id']}/replay", json={"since": "2026-01-01T00:00:00"}, headers=tenant_a.headers),
+            await client.post(
+                f"/v1/webhooks/{made['id']}/replay", json={"since": "2026-01-01T00:00:00"}, headers=tenant_a.headers
+            ),
             422,
             "validation_error",
         )

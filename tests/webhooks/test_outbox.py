@@ -39,7 +39,9 @@ class TestMemoryEvents:
         self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection
     ) -> None:
         every = await subscribe(client, tenant_a)
-        here = await subscribe(client, tenant_a, namespaces=[tenant_a.namespace], events=["memory.created", "job.failed"])
+        here = await subscribe(
+            client, tenant_a, namespaces=[tenant_a.namespace], events=["memory.created", "job.failed"]
+        )
         await subscribe(client, tenant_a, events=["memory.deleted"])  # another type
         await subscribe(client, tenant_a, namespaces=[await namespace(client, tenant_a)])  # another namespace
         off = await subscribe(client, tenant_a)
@@ -51,7 +53,12 @@ class TestMemoryEvents:
         assert sorted(str(d["endpoint_id"]) for d in rows) == sorted([every["id"], here["id"]])
         assert len({d["message_id"] for d in rows}) == 1 and rows[0]["message_id"].startswith("msg_")
         for d in rows:
-            assert (d["status"], d["attempts"], d["event_type"], d["namespace"]) == ("pending", 0, "memory.created", tenant_a.namespace)
+            assert (d["status"], d["attempts"], d["event_type"], d["namespace"]) == (
+                "pending",
+                0,
+                "memory.created",
+                tenant_a.namespace,
+            )
             assert set(d["payload"]) == {"type", "timestamp", "data"} and d["payload"]["type"] == "memory.created"
             assert datetime.fromisoformat(d["payload"]["timestamp"]).utcoffset() is not None
             # The memory as REST returned it.
@@ -62,7 +69,9 @@ class TestMemoryEvents:
     ) -> None:
         await subscribe(client, tenant_a)
         body = {"memories": [{"content": f"The user likes colour {c}"} for c in ("red", "green", "blue")]}
-        r = await client.post(f"/v1/namespaces/{tenant_a.namespace}/memories/batch", json=body, headers=tenant_a.headers)
+        r = await client.post(
+            f"/v1/namespaces/{tenant_a.namespace}/memories/batch", json=body, headers=tenant_a.headers
+        )
         assert r.status_code == 201, r.text
         rows = await deliveries(owner, tenant_a.id)
         assert sorted(d["payload"]["data"]["id"] for d in rows) == sorted(m["id"] for m in r.json()["memories"])
@@ -81,9 +90,13 @@ class TestMemoryEvents:
         assert r.status_code == 422, r.text
         # Refused inside the write's transaction, after the memories and their events were queued.
         body = {"memories": [{"content": "The user likes tea"}, {"content": MIMI, "entity_ids": [str(uuid.uuid4())]}]}
-        r = await client.post(f"/v1/namespaces/{tenant_a.namespace}/memories/batch", json=body, headers=tenant_a.headers)
+        r = await client.post(
+            f"/v1/namespaces/{tenant_a.namespace}/memories/batch", json=body, headers=tenant_a.headers
+        )
         assert r.status_code == 404, r.text
-        assert (await client.get(f"/v1/namespaces/{tenant_a.namespace}/memories", headers=tenant_a.headers)).json()["data"] == []
+        assert (await client.get(f"/v1/namespaces/{tenant_a.namespace}/memories", headers=tenant_a.headers)).json()[
+            "data"
+        ] == []
         assert await deliveries(owner, tenant_a.id) == []
 
     async def test_another_tenants_endpoint_never_gets_them(
@@ -93,11 +106,17 @@ class TestMemoryEvents:
             client, tenant_b, events=["memory.created", "memory.updated", "memory.deleted", "forget.completed"]
         )
         m = await store(client, tenant_a)
-        await client.patch(f"/v1/namespaces/{tenant_a.namespace}/memories/{m['id']}", json={"importance": 0.9}, headers=tenant_a.headers)
+        await client.patch(
+            f"/v1/namespaces/{tenant_a.namespace}/memories/{m['id']}",
+            json={"importance": 0.9},
+            headers=tenant_a.headers,
+        )
         await client.delete(f"/v1/namespaces/{tenant_a.namespace}/memories/{m['id']}", headers=tenant_a.headers)
         await client.post(f"/v1/namespaces/{tenant_a.namespace}/forget", json={"all": True}, headers=tenant_a.headers)
         assert await deliveries(owner, tenant_b.id) == [] and await deliveries(owner, tenant_a.id) == []
-        cur = await owner.execute("SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint_id = %s", (uuid.UUID(theirs["id"]),))
+        cur = await owner.execute(
+            "SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint_id = %s", (uuid.UUID(theirs["id"]),)
+        )
         assert (await cur.fetchone())["n"] == 0
 
     async def test_update_archive_supersede_delete(
@@ -107,7 +126,9 @@ class TestMemoryEvents:
         await subscribe(client, tenant_a, events=types)
         ns = tenant_a.namespace
         first = await store(client, tenant_a, key="cat-name")
-        r = await client.patch(f"/v1/namespaces/{ns}/memories/{first['id']}", json={"importance": 0.9}, headers=tenant_a.headers)
+        r = await client.patch(
+            f"/v1/namespaces/{ns}/memories/{first['id']}", json={"importance": 0.9}, headers=tenant_a.headers
+        )
         updated = r.json()
         second = await store(client, tenant_a, key="cat-name", content="The user's cat is called Tofu")
         r = await client.post(f"/v1/namespaces/{ns}/memories/{second['id']}/archive", headers=tenant_a.headers)
@@ -136,10 +157,16 @@ class TestMemoryEvents:
 
 
 class TestForget:
-    async def test_counts_only(self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection) -> None:
+    async def test_counts_only(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
         await subscribe(client, tenant_a, events=["forget.completed"])
         await store(client, tenant_a, scope="user", user_id="ana-42")
-        r = await client.post(f"/v1/namespaces/{tenant_a.namespace}/forget", json={"user_id": "ana-42", "hard": True}, headers=tenant_a.headers)
+        r = await client.post(
+            f"/v1/namespaces/{tenant_a.namespace}/forget",
+            json={"user_id": "ana-42", "hard": True},
+            headers=tenant_a.headers,
+        )
         assert r.status_code == 200, r.text
         (d,) = await deliveries(owner, tenant_a.id)
         assert d["payload"]["data"] == {"namespace": tenant_a.namespace, **r.json()} and r.json()["memories"] == 1
@@ -151,7 +178,11 @@ class TestJobEvents:
         self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant, owner: psycopg.AsyncConnection
     ) -> None:
         await subscribe(client, tenant_a, events=["events.extracted", "job.succeeded", "job.failed", "memory.created"])
-        body = {"session_id": "s1", "user_id": "u1", "messages": [{"role": "user", "content": "I prefer window seats on long flights."}]}
+        body = {
+            "session_id": "s1",
+            "user_id": "u1",
+            "messages": [{"role": "user", "content": "I prefer window seats on long flights."}],
+        }
         r = await client.post(f"/v1/namespaces/{tenant_a.namespace}/events", json=body, headers=tenant_a.headers)
         assert r.status_code == 202, r.text
         job_id = uuid.UUID(r.json()["job_id"])
@@ -159,11 +190,13 @@ class TestJobEvents:
         assert outcome.status == "succeeded", outcome
 
         rows = await deliveries(owner, tenant_a.id)
-        assert [d["event_type"] for d in rows] == ["memory.created", "job.succeeded", "events.extracted"]
-        made = rows[0]["payload"]["data"]
+        # The job's two events share its finishing transaction's now(): no order between them.
+        by_type = {d["event_type"]: d["payload"]["data"] for d in rows}
+        assert sorted(by_type) == ["events.extracted", "job.succeeded", "memory.created"] and len(rows) == 3
+        made = by_type["memory.created"]
         job = (await client.get(f"/v1/jobs/{job_id}", headers=tenant_a.headers)).json()
-        assert rows[1]["payload"]["data"] == job and job["status"] == "succeeded"
-        extracted = rows[2]["payload"]["data"]
+        assert by_type["job.succeeded"] == job and job["status"] == "succeeded"
+        extracted = by_type["events.extracted"]
         assert extracted == {
             "job_id": str(job_id),
             "namespace": tenant_a.namespace,
@@ -182,7 +215,9 @@ class TestJobEvents:
         r = await client.post(f"/v1/namespaces/{tenant_a.namespace}/events", json=body, headers=tenant_a.headers)
         job_id = uuid.UUID(r.json()["job_id"])
         # A payload no handler can read: refused for good, not retried.
-        await owner.execute("UPDATE jobs SET payload = '{\"namespace\": \"default\", \"event_ids\": [\"x\"]}' WHERE id = %s", (job_id,))
+        await owner.execute(
+            'UPDATE jobs SET payload = \'{"namespace": "default", "event_ids": ["x"]}\' WHERE id = %s', (job_id,)
+        )
         outcome = await api.run_job(Principal.system(tenant_a.id, subject="job"), job_id)
         assert outcome.status == "failed", outcome
         (d,) = await deliveries(owner, tenant_a.id)
@@ -190,3 +225,20 @@ class TestJobEvents:
         assert d["payload"]["data"]["id"] == str(job_id)
 
 
+class TestQuotaWarning:
+    async def test_crossing_80_and_100_percent_of_the_memories_cap(
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        await api.set_tenant_plan(tenant_a.id, "unlimited", {"memories": 5})
+        every = await subscribe(client, tenant_a, events=["quota.warning"])
+        # Namespace-limited: shown nothing tenant-wide, the quota included.
+        await subscribe(client, tenant_a, events=["quota.warning"], namespaces=[tenant_a.namespace])
+        for i in range(5):
+            await store(client, tenant_a, content=f"The user owns plant number {i}")
+        rows = await deliveries(owner, tenant_a.id)
+        assert [str(d["endpoint_id"]) for d in rows] == [every["id"]] * 2
+        assert [d["payload"]["data"] for d in rows] == [
+            {"quota": "memories", "limit": 5, "used": 4, "threshold_percent": 80},
+            {"quota": "memories", "limit": 5, "used": 5, "threshold_percent": 100},
+        ]
+        assert all(d["namespace"] is None for d in rows)

@@ -189,9 +189,13 @@ class MemoryOps(FacadeBase):
         for attempt in range(KEY_RACE_RETRIES):
             try:
                 async with self._db.tenant_tx(write_tenant) as tx:
-                    await require_stored_room(tx.session, write_tenant, limits, "memories", adding=len(rows))
+                    used = await require_stored_room(tx.session, write_tenant, limits, "memories", adding=len(rows))
                     events: list[outbox.Event] = []
                     created = await self._write(tx, p, rows, bodies, ns, events)
+                    if used is not None and limits.memories is not None:
+                        # Counted before the write under the quota lock; a keyed rewrite of the
+                        # same statement adds nothing, so this may announce a crossing a little early.
+                        events += outbox.quota_warnings("memories", limit=limits.memories, used=used, adding=len(rows))
                     await outbox.emit_many(tx, write_tenant, events)
                     await self._link_entities(tx, namespace.id, created, bodies)
                     await audit.record(

@@ -22,6 +22,21 @@ from memvault.webhooks.schemas import EVENT_TYPES
 Event = tuple[str, str | None, dict[str, Any]]
 
 
+# The shares of a capped quota whose crossing is announced (quota.warning).
+QUOTA_THRESHOLDS = (80, 100)
+
+
+def quota_warnings(quota: str, *, limit: int, used: int, adding: int) -> list[Event]:
+    """A tenant-wide `quota.warning` for each threshold that going from ``used`` to
+    ``used + adding`` crosses (none when it was crossed before)."""
+    after = used + adding
+    return [
+        ("quota.warning", None, {"quota": quota, "limit": limit, "used": after, "threshold_percent": pct})
+        for pct in QUOTA_THRESHOLDS
+        if used * 100 < pct * limit <= after * 100
+    ]
+
+
 def message_id() -> str:
     """The stable `webhook-id` of one event: the same for every endpoint, retry and replay."""
     return f"msg_{uuid.uuid4().hex}"
