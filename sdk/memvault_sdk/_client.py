@@ -25,6 +25,7 @@ from memvault_sdk.resources import (
     AsyncRelations,
     AsyncSessions,
     AsyncTraces,
+    AsyncWebhooks,
     Audit,
     Contradictions,
     Entities,
@@ -39,6 +40,7 @@ from memvault_sdk.resources import (
     Relations,
     Sessions,
     Traces,
+    Webhooks,
 )
 
 
@@ -84,6 +86,7 @@ class MemVault(SyncAPIClient):
         self.audit = Audit(self)
         self.members = Members(self)
         self.jobs = Jobs(self)
+        self.webhooks = Webhooks(self)
         self.account = Account(self)
         recall, portability = Recall(self), Portability(self)
         self.search = recall.search
@@ -136,6 +139,7 @@ class AsyncMemVault(AsyncAPIClient):
         self.audit = AsyncAudit(self)
         self.members = AsyncMembers(self)
         self.jobs = AsyncJobs(self)
+        self.webhooks = AsyncWebhooks(self)
         self.account = AsyncAccount(self)
         recall, portability = AsyncRecall(self), AsyncPortability(self)
         self.search = recall.search

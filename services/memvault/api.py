@@ -43,6 +43,7 @@ from memvault.principal import Principal
 from memvault.retrieval.service import SearchOps
 from memvault.status.service import StatusOps
 from memvault.traces.service import TraceOps
+from memvault.webhooks.service import WebhookOps
 from memvault.websessions.service import WebSessionOps
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class NamespaceAPI(
     StatusOps,
     FactOps,
     ContradictionOps,
+    WebhookOps,
     FacadeBase,
 ):
     # ---- status ---------------------------------------------------------------------------

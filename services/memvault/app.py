@@ -61,6 +61,7 @@ from memvault.runtime import database_urls, embedded_supervisor
 from memvault.status.router import router as status_router
 from memvault.traces.router import router as traces_router
 from memvault.web.router import router as web_router
+from memvault.webhooks.router import router as webhooks_router
 
 log = logging.getLogger(__name__)
 
@@ -201,6 +202,7 @@ def create_app(
         users_router,
         members_router,
         usage_router,
+        webhooks_router,
         oauth_router,
         metrics_router,
         web_router,

@@ -31,6 +31,7 @@ MCP_ROUTES = {
 # (docs/operations.md, "Metrics"), and tests/observability/test_metrics.py covers both.
 OPERATOR_ROUTES = {("GET", "/metrics")}
 
+
 # The dashboard's pages sign in by a session cookie, not a key: tests/dashboard/test_routes.py
 # holds every one of them to that (no session: a GET goes to sign-in, a POST gets 401).
 def _dashboard(route: tuple[str, str]) -> bool:
@@ -165,6 +166,14 @@ REQUIRED_SCOPE = {
     ("POST", "/v1/members/invitations"): "admin",
     ("GET", "/v1/members/invitations"): "admin",
     ("DELETE", "/v1/members/invitations/{invitation_id}"): "admin",
+    ("POST", "/v1/webhooks"): "admin",
+    ("GET", "/v1/webhooks"): "admin",
+    ("GET", "/v1/webhooks/{endpoint_id}"): "admin",
+    ("PATCH", "/v1/webhooks/{endpoint_id}"): "admin",
+    ("DELETE", "/v1/webhooks/{endpoint_id}"): "admin",
+    ("POST", "/v1/webhooks/{endpoint_id}/rotate"): "admin",
+    ("GET", "/v1/webhooks/{endpoint_id}/deliveries"): "admin",
+    ("POST", "/v1/webhooks/{endpoint_id}/replay"): "admin",
 }
 
 
@@ -199,6 +208,9 @@ def _body(route: tuple[str, str]) -> dict[str, Any] | None:
         ("POST", "/v1/namespaces/{ns}/search"): {"query": "pets"},
         ("POST", "/v1/namespaces/{ns}/context"): {"query": "pets"},
         ("POST", "/v1/keys"): {"name": "made in a test", "scopes": ["read"]},
+        ("POST", "/v1/webhooks"): {"url": "https://hooks.example.com/in", "events": ["memory.created"]},
+        ("PATCH", "/v1/webhooks/{endpoint_id}"): {"description": "changed"},
+        ("POST", "/v1/webhooks/{endpoint_id}/replay"): {"since": "2026-01-01T00:00:00Z"},
         ("POST", "/v1/users"): {"email": f"u-{uuid.uuid4().hex[:12]}@example.com", "password": "correct horse"},
         ("POST", "/v1/members/invitations"): {"email": f"i-{uuid.uuid4().hex[:12]}@example.com"},
         ("PATCH", "/v1/members/{user_id}"): {"role": "viewer"},

@@ -9,6 +9,7 @@ from memvault_sdk.resources.memories import AsyncMemories, Memories
 from memvault_sdk.resources.portability import AsyncPortability, Portability
 from memvault_sdk.resources.recall import AsyncRecall, Recall
 from memvault_sdk.resources.traces import AsyncTraces, Traces
+from memvault_sdk.resources.webhook_endpoints import AsyncWebhooks, Webhooks
 
 __all__ = [
     "Account",
@@ -27,6 +28,7 @@ __all__ = [
     "AsyncRelations",
     "AsyncSessions",
     "AsyncTraces",
+    "AsyncWebhooks",
     "Audit",
     "Contradictions",
     "Entities",
@@ -41,4 +43,5 @@ __all__ = [
     "Relations",
     "Sessions",
     "Traces",
+    "Webhooks",
 ]

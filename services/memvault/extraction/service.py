@@ -29,8 +29,9 @@ from memvault.jobs.registry import JobKind, handles
 from memvault.jobs.service import JobRun
 from memvault.memories import repository as memories_repo
 from memvault.memories.schemas import MAX_BATCH, MemoryIn, MemoryState, MemoryType, ScopeLevel
-from memvault.memories.service import content_hash
+from memvault.memories.service import content_hash, memory_event
 from memvault.principal import Principal
+from memvault.webhooks import outbox
 
 if TYPE_CHECKING:
     from memvault.api import NamespaceAPI
@@ -68,6 +69,7 @@ class ExtractionOps(FacadeBase):
             done = await repo.extracted_event_ids(tx.session, p.tenant_id, namespace.id, wanted)
         todo = [e for e in events if e.id not in done]
         stats: Counter[str] = Counter()
+        produced: list[uuid.UUID] = []
         extractor = build_extractor(self._settings)
         left = 0
         try:
@@ -89,7 +91,7 @@ class ExtractionOps(FacadeBase):
                     for e in chunk
                 ]
                 candidates = await extractor.extract(texts)
-                await self._store_candidates(p, ns, namespace.id, job.id, candidates, stats, extractor.name)
+                await self._store_candidates(p, ns, namespace.id, job.id, candidates, stats, extractor.name, produced)
                 await run((len(events) - len(todo) + start + len(chunk)) / max(len(events), 1))
         finally:
             close = getattr(extractor, "aclose", None)
@@ -100,6 +102,19 @@ class ExtractionOps(FacadeBase):
             # Also on a re-run that found nothing new: the sessions' observations are rebuilt whole.
             sessions = [e.session_id for e in events]
             await cast("NamespaceAPI", self)._observe_sessions(p, namespace.id, sessions, job.id, stats)
+        # Sent with the job's success, in the transaction that records it (jobs/service.py).
+        run.on_success.append(
+            (
+                "events.extracted",
+                ns,
+                {
+                    "job_id": str(job.id),
+                    "namespace": ns,
+                    "event_ids": [str(e.id) for e in events],
+                    "memory_ids": [str(i) for i in produced],
+                },
+            )
+        )
         return {
             "extractor": extractor.name,
             "events": len(events),
@@ -117,7 +132,9 @@ class ExtractionOps(FacadeBase):
         candidates: list[Candidate],
         stats: Counter[str],
         extractor: str,
+        produced: list[uuid.UUID],
     ) -> None:
+        """Store a chunk's candidates; ``produced`` gets the ids of the memories made."""
         api = cast("NamespaceAPI", self)
         kept: dict[tuple[str, str, str | None], Candidate] = {}
         for c in candidates:
@@ -145,6 +162,7 @@ class ExtractionOps(FacadeBase):
                 await memories_repo.record_history(
                     tx.session, p.tenant_id, [m], "updated", p.subject, ["metadata", "source_event_ids"]
                 )
+                await outbox.emit_many(tx, p.tenant_id, [memory_event("memory.updated", m, ns)])
                 stats["memories_reinforced"] += 1
             if stats["memories_reinforced"]:
                 await self._audit(
@@ -187,6 +205,7 @@ class ExtractionOps(FacadeBase):
         for start in range(0, len(bodies), MAX_BATCH):
             stored = await api.store_many(p, ns, bodies[start : start + MAX_BATCH])
             stats["memories_created"] += len(stored)
+            produced.extend(out.id for out in stored)
             for out in stored:
                 stats[f"type_{out.type.value}"] += 1
 

@@ -17,6 +17,7 @@ from memvault.forget.repository import Selection
 from memvault.forget.schemas import ForgetIn, ForgetOut
 from memvault.operations import operation
 from memvault.principal import Principal
+from memvault.webhooks import outbox
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +81,12 @@ class ForgetOps(FacadeBase):
                 target_id=None if body.all else _digest(str(value)),
                 detail={"selector": body.selector, **counts},
             )
+            out = ForgetOut(hard=body.hard, selector=body.selector, **counts)
+            # Counts only: what was forgotten, or whose it was, must not travel on in a payload.
+            await outbox.emit(tx, p, "forget.completed", ns, {"namespace": ns, **out.model_dump(mode="json")})
             if body.hard:
                 tx.after_commit(self._vacuum)
-        return ForgetOut(hard=body.hard, selector=body.selector, **counts)
+        return out
 
     async def _vacuum(self) -> None:
         """Drop the erased rows from the tables' indexes now, not at the next autovacuum. Runs as

@@ -28,6 +28,7 @@ from memvault.jobs.schemas import JobOut, JobPage, JobStatus
 from memvault.observability.metrics import observe_job
 from memvault.operations import Operation, operation
 from memvault.principal import Principal
+from memvault.webhooks import outbox
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,8 @@ class JobRun:
         self._job_id = job_id
         self._poll_s = poll_s
         self._cancelled = False
+        # Webhook events the handler's work causes, queued with the job's success (outbox.emit_many).
+        self.on_success: list[outbox.Event] = []
 
     @property
     def cancelled(self) -> bool:
@@ -275,17 +278,38 @@ class JobOps(FacadeBase):
                 status = JobStatus.cancelled if run.cancelled else JobStatus.queued if retry else JobStatus.failed
                 error = _describe(exc)
                 log.warning("job %s (%s) attempt %d failed: %s", job_id, job.kind, job.attempts, error, exc_info=True)
-                async with self._db.tenant_tx(p.tenant_id) as tx:
-                    await repo.finish(tx.session, p.tenant_id, job_id, status=status, error=error)
+                await self._finish(p, job_id, status, error=error)
                 observe_job(job.kind, status, started)
                 return JobOutcome(status, error=error)
             # A job that noticed the cancel only after its last batch has done all its work: it
             # succeeded. One that stopped early says so in its result.
             status = JobStatus.cancelled if run.cancelled and result.get("cancelled") else JobStatus.succeeded
-            async with self._db.tenant_tx(p.tenant_id) as tx:
-                await repo.finish(tx.session, p.tenant_id, job_id, status=status, result=result)
+            await self._finish(p, job_id, status, result=result, announce=run.on_success)
             observe_job(job.kind, status, started)
             return JobOutcome(status, result)
+
+    async def _finish(
+        self,
+        p: Principal,
+        job_id: uuid.UUID,
+        status: str,
+        *,
+        result: dict[str, Any] | None = None,
+        error: str | None = None,
+        announce: list[outbox.Event] | None = None,
+    ) -> None:
+        """Record a run's outcome; a job that ended succeeded or failed is a webhook event, queued
+        in the same transaction (with what its handler announced, on success)."""
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            await repo.finish(tx.session, p.tenant_id, job_id, status=status, result=result, error=error)
+            if status not in (JobStatus.succeeded, JobStatus.failed):
+                return
+            found = await repo.get_with_namespace(tx.session, p.tenant_id, job_id)
+            if found is None:
+                return
+            job, namespace = found
+            event = (f"job.{status}", namespace, job_out(job, namespace).model_dump(mode="json"))
+            await outbox.emit_many(tx, p.tenant_id, [event, *(announce or [])])
 
 
 class UnknownJobKind(MemvaultError):

@@ -34,6 +34,7 @@ from memvault.operations import operation
 from memvault.plans.limits import UNLIMITED
 from memvault.plans.room import require_stored_room
 from memvault.principal import OPERATOR, SYSTEM_TENANT_ID, Principal
+from memvault.webhooks import outbox
 
 T = TypeVar("T")
 
@@ -43,6 +44,8 @@ KEY_RACE_RETRIES = 3
 
 
 AUDIT_ACTION = {"updated": "memory.update", "promoted": "memory.promote", "archived": "memory.archive"}
+# The webhook event of each in-place change (a promotion changes the state: an update to subscribers).
+EVENT = {"updated": "memory.updated", "promoted": "memory.updated", "archived": "memory.archived"}
 
 
 class MemoryNotFound(NotFound):
@@ -99,6 +102,13 @@ def memory_out(m: Memory, namespace: str) -> MemoryOut:
         created_at=m.created_at,
         updated_at=m.updated_at,
     )
+
+
+def memory_event(event_type: str, m: Memory, ns: str) -> outbox.Event:
+    """A memory's webhook event: the memory as REST returns it, in its namespace (None for a
+    tenant- or system-scope memory: a tenant-wide event)."""
+    out = memory_out(m, ns)
+    return (event_type, out.namespace, out.model_dump(mode="json"))
 
 
 def _is_key_race(exc: IntegrityError) -> bool:
@@ -179,8 +189,14 @@ class MemoryOps(FacadeBase):
         for attempt in range(KEY_RACE_RETRIES):
             try:
                 async with self._db.tenant_tx(write_tenant) as tx:
-                    await require_stored_room(tx.session, write_tenant, limits, "memories", adding=len(rows))
-                    created = await self._write(tx, p, rows, bodies)
+                    used = await require_stored_room(tx.session, write_tenant, limits, "memories", adding=len(rows))
+                    events: list[outbox.Event] = []
+                    created = await self._write(tx, p, rows, bodies, ns, events)
+                    if used is not None and limits.memories is not None:
+                        # Counted before the write under the quota lock; a keyed rewrite of the
+                        # same statement adds nothing, so this may announce a crossing a little early.
+                        events += outbox.quota_warnings("memories", limit=limits.memories, used=used, adding=len(rows))
+                    await outbox.emit_many(tx, write_tenant, events)
                     await self._link_entities(tx, namespace.id, created, bodies)
                     await audit.record(
                         tx.session,
@@ -220,12 +236,20 @@ class MemoryOps(FacadeBase):
                 await entities_repo.link_memories(tx.session, m.tenant_id, namespace_id, m.id, [*b.entity_ids, *named])
 
     async def _write(
-        self, tx: TenantTx, p: Principal, rows: list[dict[str, Any]], bodies: list[MemoryIn]
+        self,
+        tx: TenantTx,
+        p: Principal,
+        rows: list[dict[str, Any]],
+        bodies: list[MemoryIn],
+        ns: str,
+        events: list[outbox.Event],
     ) -> list[Memory]:
+        """Insert the rows (superseding by key); ``events`` gets each webhook event it causes."""
         s, tenant = tx.session, rows[0]["tenant_id"]
         if all(b.key is None for b in bodies):
             created = await repo.insert_many(s, rows)
             await repo.record_history(s, tenant, created, "created", p.subject, [])
+            events.extend(memory_event("memory.created", m, ns) for m in created)
             return created
         # Keyed writes go one at a time, in request order, so a batch that names the same key
         # twice ends with the later one current and the earlier one in its history.
@@ -251,6 +275,10 @@ class MemoryOps(FacadeBase):
                 row = {**row, "supersedes": old.id}
             (m,) = await repo.insert_many(s, [row])
             await repo.record_history(s, tenant, [m], "created", p.subject, ["supersedes"] if old else [])
+            events.append(memory_event("memory.created", m, ns))
+            if old is not None:
+                # After the new row, so the superseded one's `superseded_by` names it.
+                events.append(memory_event("memory.superseded", old, ns))
             out.append(m)
         return out
 
@@ -379,6 +407,7 @@ class MemoryOps(FacadeBase):
                 target_id=str(memory_id),
                 detail={"fields": fields},
             )
+            await outbox.emit_many(tx, m.tenant_id, [memory_event(EVENT[action], m, ns)])
         return memory_out(m, ns)
 
     @operation("write")
@@ -443,3 +472,6 @@ class MemoryOps(FacadeBase):
                 target_id=str(memory_id),
                 detail={"versions_deleted": len(ids)},
             )
+            # The id alone: the content is gone, and must not live on in an outbox.
+            where = ns if m.namespace_id is not None else None
+            await outbox.emit(tx, m.tenant_id, "memory.deleted", where, {"id": str(memory_id), "namespace": where})

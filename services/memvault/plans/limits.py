@@ -32,6 +32,8 @@ class PlanLimits:
     namespaces: int | None = None
     api_keys: int | None = None
     members: int | None = None
+    # Webhook endpoints (never more than 20 whatever the plan: each write fans out to every one).
+    webhooks: int | None = None
     # Monthly counters (429 quota_exceeded until the month ends).
     events_per_month: int | None = None
     embedded_tokens_per_month: int | None = None

@@ -25,11 +25,14 @@ _COUNTS: dict[Stored, Callable[[AsyncSession, uuid.UUID], Awaitable[int]]] = {
 
 async def require_stored_room(
     s: AsyncSession, tenant_id: uuid.UUID, limits: PlanLimits, quota: Stored, *, adding: int, hold: bool = True
-) -> None:
+) -> int | None:
     """QuotaExceeded (403) when ``adding`` more would pass the cap. ``hold=False`` for an early
-    look before costly work (embedding), which the write's own held check then makes sure of."""
+    look before costly work (embedding), which the write's own held check then makes sure of.
+    How many there were before this write, when the plan caps the quota (None: not counted)."""
     if getattr(limits, quota) is None or adding <= 0:
-        return
+        return None
     if hold:
         await repo.hold_quota(s, tenant_id, quota)
-    require_room(limits, quota, used=await _COUNTS[quota](s, tenant_id), adding=adding)
+    used = await _COUNTS[quota](s, tenant_id)
+    require_room(limits, quota, used=used, adding=adding)
+    return used

@@ -1,0 +1,244 @@
+"""The outbox: every change that causes an event queues one delivery per subscribed endpoint, in
+the change's own transaction (a rollback leaves none), never for another tenant, another
+namespace or an event type the endpoint did not ask for."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import httpx
+import psycopg
+
+from memvault.api import NamespaceAPI
+from memvault.principal import Principal
+from tests.conftest import Tenant
+from tests.webhooks.conftest import deliveries, subscribe
+
+MIMI = "The user's cat is called Miso"
+
+
+async def store(client: httpx.AsyncClient, tenant: Tenant, ns: str | None = None, **body: Any) -> dict[str, Any]:
+    r = await client.post(
+        f"/v1/namespaces/{ns or tenant.namespace}/memories", json={"content": MIMI, **body}, headers=tenant.headers
+    )
+    assert r.status_code == 201, r.text
+    return dict(r.json())
+
+
+async def namespace(client: httpx.AsyncClient, tenant: Tenant) -> str:
+    name = f"other-{uuid.uuid4().hex[:8]}"
+    r = await client.post("/v1/namespaces", json={"name": name}, headers=tenant.headers)
+    assert r.status_code == 201, r.text
+    return name
+
+
+class TestMemoryEvents:
+    async def test_a_store_queues_one_delivery_per_matching_endpoint(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        every = await subscribe(client, tenant_a)
+        here = await subscribe(
+            client, tenant_a, namespaces=[tenant_a.namespace], events=["memory.created", "job.failed"]
+        )
+        await subscribe(client, tenant_a, events=["memory.deleted"])  # another type
+        await subscribe(client, tenant_a, namespaces=[await namespace(client, tenant_a)])  # another namespace
+        off = await subscribe(client, tenant_a)
+        await client.patch(f"/v1/webhooks/{off['id']}", json={"enabled": False}, headers=tenant_a.headers)
+
+        m = await store(client, tenant_a)
+
+        rows = await deliveries(owner, tenant_a.id)
+        assert sorted(str(d["endpoint_id"]) for d in rows) == sorted([every["id"], here["id"]])
+        assert len({d["message_id"] for d in rows}) == 1 and rows[0]["message_id"].startswith("msg_")
+        for d in rows:
+            assert (d["status"], d["attempts"], d["event_type"], d["namespace"]) == (
+                "pending",
+                0,
+                "memory.created",
+                tenant_a.namespace,
+            )
+            assert set(d["payload"]) == {"type", "timestamp", "data"} and d["payload"]["type"] == "memory.created"
+            assert datetime.fromisoformat(d["payload"]["timestamp"]).utcoffset() is not None
+            # The memory as REST returned it.
+            assert d["payload"]["data"] == m
+
+    async def test_a_batch_queues_one_event_per_memory(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        await subscribe(client, tenant_a)
+        body = {"memories": [{"content": f"The user likes colour {c}"} for c in ("red", "green", "blue")]}
+        r = await client.post(
+            f"/v1/namespaces/{tenant_a.namespace}/memories/batch", json=body, headers=tenant_a.headers
+        )
+        assert r.status_code == 201, r.text
+        rows = await deliveries(owner, tenant_a.id)
+        assert sorted(d["payload"]["data"]["id"] for d in rows) == sorted(m["id"] for m in r.json()["memories"])
+        assert len({d["message_id"] for d in rows}) == 3
+
+    async def test_a_failed_write_queues_nothing(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        await subscribe(client, tenant_a)
+        # Refused by the secrets guard before anything is written.
+        r = await client.post(
+            f"/v1/namespaces/{tenant_a.namespace}/memories",
+            json={"content": "my key is AKIAIOSFODNN7EXAMPLE"},
+            headers=tenant_a.headers,
+        )
+        assert r.status_code == 422, r.text
+        # Refused inside the write's transaction, after the memories and their events were queued.
+        body = {"memories": [{"content": "The user likes tea"}, {"content": MIMI, "entity_ids": [str(uuid.uuid4())]}]}
+        r = await client.post(
+            f"/v1/namespaces/{tenant_a.namespace}/memories/batch", json=body, headers=tenant_a.headers
+        )
+        assert r.status_code == 404, r.text
+        assert (await client.get(f"/v1/namespaces/{tenant_a.namespace}/memories", headers=tenant_a.headers)).json()[
+            "data"
+        ] == []
+        assert await deliveries(owner, tenant_a.id) == []
+
+    async def test_another_tenants_endpoint_never_gets_them(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        theirs = await subscribe(
+            client, tenant_b, events=["memory.created", "memory.updated", "memory.deleted", "forget.completed"]
+        )
+        m = await store(client, tenant_a)
+        await client.patch(
+            f"/v1/namespaces/{tenant_a.namespace}/memories/{m['id']}",
+            json={"importance": 0.9},
+            headers=tenant_a.headers,
+        )
+        await client.delete(f"/v1/namespaces/{tenant_a.namespace}/memories/{m['id']}", headers=tenant_a.headers)
+        await client.post(f"/v1/namespaces/{tenant_a.namespace}/forget", json={"all": True}, headers=tenant_a.headers)
+        assert await deliveries(owner, tenant_b.id) == [] and await deliveries(owner, tenant_a.id) == []
+        cur = await owner.execute(
+            "SELECT count(*) AS n FROM webhook_deliveries WHERE endpoint_id = %s", (uuid.UUID(theirs["id"]),)
+        )
+        assert (await cur.fetchone())["n"] == 0
+
+    async def test_update_archive_supersede_delete(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        types = ["memory.updated", "memory.superseded", "memory.archived", "memory.deleted"]
+        await subscribe(client, tenant_a, events=types)
+        ns = tenant_a.namespace
+        first = await store(client, tenant_a, key="cat-name")
+        r = await client.patch(
+            f"/v1/namespaces/{ns}/memories/{first['id']}", json={"importance": 0.9}, headers=tenant_a.headers
+        )
+        updated = r.json()
+        second = await store(client, tenant_a, key="cat-name", content="The user's cat is called Tofu")
+        r = await client.post(f"/v1/namespaces/{ns}/memories/{second['id']}/archive", headers=tenant_a.headers)
+        archived = r.json()
+        r = await client.delete(f"/v1/namespaces/{ns}/memories/{second['id']}", headers=tenant_a.headers)
+        assert r.status_code == 204, r.text
+
+        rows = await deliveries(owner, tenant_a.id)
+        assert [d["event_type"] for d in rows] == types
+        assert rows[0]["payload"]["data"] == updated and updated["importance"] == 0.9
+        superseded = rows[1]["payload"]["data"]
+        assert superseded["id"] == first["id"] and superseded["superseded_by"] == second["id"]
+        assert rows[2]["payload"]["data"] == archived and archived["state"] == "archived"
+        # Deleted: the id and namespace only, never the content.
+        assert rows[3]["payload"]["data"] == {"id": second["id"], "namespace": ns}
+        assert "Tofu" not in str(rows[3]["payload"])
+
+    async def test_tenant_wide_events_skip_namespace_limited_endpoints(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        every = await subscribe(client, tenant_a)
+        await subscribe(client, tenant_a, namespaces=[tenant_a.namespace])
+        await store(client, tenant_a, scope="tenant")
+        rows = await deliveries(owner, tenant_a.id)
+        assert [str(d["endpoint_id"]) for d in rows] == [every["id"]] and rows[0]["namespace"] is None
+
+
+class TestForget:
+    async def test_counts_only(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        await subscribe(client, tenant_a, events=["forget.completed"])
+        await store(client, tenant_a, scope="user", user_id="ana-42")
+        r = await client.post(
+            f"/v1/namespaces/{tenant_a.namespace}/forget",
+            json={"user_id": "ana-42", "hard": True},
+            headers=tenant_a.headers,
+        )
+        assert r.status_code == 200, r.text
+        (d,) = await deliveries(owner, tenant_a.id)
+        assert d["payload"]["data"] == {"namespace": tenant_a.namespace, **r.json()} and r.json()["memories"] == 1
+        assert "ana-42" not in str(d["payload"]) and "Miso" not in str(d["payload"])
+
+
+class TestJobEvents:
+    async def test_extraction_success_and_the_memories_it_made(
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        await subscribe(client, tenant_a, events=["events.extracted", "job.succeeded", "job.failed", "memory.created"])
+        body = {
+            "session_id": "s1",
+            "user_id": "u1",
+            "messages": [{"role": "user", "content": "I prefer window seats on long flights."}],
+        }
+        r = await client.post(f"/v1/namespaces/{tenant_a.namespace}/events", json=body, headers=tenant_a.headers)
+        assert r.status_code == 202, r.text
+        job_id = uuid.UUID(r.json()["job_id"])
+        outcome = await api.run_job(Principal.system(tenant_a.id, subject=f"job:{job_id}"), job_id)
+        assert outcome.status == "succeeded", outcome
+
+        rows = await deliveries(owner, tenant_a.id)
+        # The job's two events share its finishing transaction's now(): no order between them.
+        by_type = {d["event_type"]: d["payload"]["data"] for d in rows}
+        assert sorted(by_type) == ["events.extracted", "job.succeeded", "memory.created"] and len(rows) == 3
+        made = by_type["memory.created"]
+        job = (await client.get(f"/v1/jobs/{job_id}", headers=tenant_a.headers)).json()
+        assert by_type["job.succeeded"] == job and job["status"] == "succeeded"
+        extracted = by_type["events.extracted"]
+        assert extracted == {
+            "job_id": str(job_id),
+            "namespace": tenant_a.namespace,
+            "event_ids": r.json()["event_ids"],
+            "memory_ids": [made["id"]],
+        }
+        # Run again: skipped, nothing more queued.
+        await api.run_job(Principal.system(tenant_a.id, subject=f"job:{job_id}"), job_id)
+        assert len(await deliveries(owner, tenant_a.id)) == 3
+
+    async def test_a_job_that_fails_for_good(
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        await subscribe(client, tenant_a, events=["job.failed", "job.succeeded"])
+        body = {"session_id": "s1", "messages": [{"role": "user", "content": "I prefer tea."}]}
+        r = await client.post(f"/v1/namespaces/{tenant_a.namespace}/events", json=body, headers=tenant_a.headers)
+        job_id = uuid.UUID(r.json()["job_id"])
+        # A payload no handler can read: refused for good, not retried.
+        await owner.execute(
+            'UPDATE jobs SET payload = \'{"namespace": "default", "event_ids": ["x"]}\' WHERE id = %s', (job_id,)
+        )
+        outcome = await api.run_job(Principal.system(tenant_a.id, subject="job"), job_id)
+        assert outcome.status == "failed", outcome
+        (d,) = await deliveries(owner, tenant_a.id)
+        assert d["event_type"] == "job.failed" and d["payload"]["data"]["error"].startswith("validation_error")
+        assert d["payload"]["data"]["id"] == str(job_id)
+
+
+class TestQuotaWarning:
+    async def test_crossing_80_and_100_percent_of_the_memories_cap(
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        await api.set_tenant_plan(tenant_a.id, "unlimited", {"memories": 5})
+        every = await subscribe(client, tenant_a, events=["quota.warning"])
+        # Namespace-limited: shown nothing tenant-wide, the quota included.
+        await subscribe(client, tenant_a, events=["quota.warning"], namespaces=[tenant_a.namespace])
+        for i in range(5):
+            await store(client, tenant_a, content=f"The user owns plant number {i}")
+        rows = await deliveries(owner, tenant_a.id)
+        assert [str(d["endpoint_id"]) for d in rows] == [every["id"]] * 2
+        assert [d["payload"]["data"] for d in rows] == [
+            {"quota": "memories", "limit": 5, "used": 4, "threshold_percent": 80},
+            {"quota": "memories", "limit": 5, "used": 5, "threshold_percent": 100},
+        ]
+        assert all(d["namespace"] is None for d in rows)
