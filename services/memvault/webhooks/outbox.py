@@ -16,6 +16,7 @@ from typing import Any
 from memvault.db.session import TenantTx
 from memvault.principal import Principal
 from memvault.webhooks import repository as repo
+from memvault.webhooks.delivery import repository as delivery_repo
 from memvault.webhooks.schemas import EVENT_TYPES
 
 # (event type, namespace or None for a tenant-wide event, data)
@@ -70,4 +71,9 @@ async def emit_many(tx: TenantTx, who: Principal | uuid.UUID, events: Sequence[E
                 "payload": {"type": event_type, "timestamp": at, "data": data},
             }
         )
-    return await repo.insert_deliveries(tx.session, _tenant(who), rows)
+    queued = await repo.insert_deliveries(tx.session, _tenant(who), rows)
+    if queued:
+        # Senders LISTEN: woken at commit, they deliver in milliseconds rather than at the next
+        # sweep. A write that reaches no endpoint sends nothing.
+        await delivery_repo.notify(tx.session)
+    return queued
