@@ -109,6 +109,10 @@ def settings(pg_urls: DatabaseUrls, redis_url: str, tmp_path_factory: pytest.Tem
         # Likewise the job sweep would dispatch jobs other tests leave queued on purpose;
         # tests/faults turns it on where it tests it.
         job_sweep_interval_s=0,
+        # And a webhook sender would claim the deliveries other tests queue for their own receivers
+        # (refusing their 127.0.0.1 URLs, since it may not call private addresses, and backing them
+        # off): tests/webhooks start senders where they test them.
+        webhook_sweep_interval_s=0,
     )
 
 

@@ -91,6 +91,8 @@ class Worker:
             "MEMVAULT_JOB_RECOVER_ON_START": "true" if recover else "false",
             # Other tests leave jobs queued on purpose; a test that wants the sweep passes its interval.
             "MEMVAULT_JOB_SWEEP_INTERVAL_S": "0",
+            # Nor their webhook deliveries; tests/webhooks/delivery/test_wiring.py passes an interval.
+            "MEMVAULT_WEBHOOK_SWEEP_INTERVAL_S": "0",
             "MEMVAULT_LOG_LEVEL": "INFO",
             "HF_HUB_OFFLINE": "1",
             **(env or {}),

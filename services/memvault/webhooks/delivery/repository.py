@@ -184,11 +184,14 @@ async def notify(s: AsyncSession) -> None:
 
 
 async def notifications(dsn: str) -> AsyncIterator[None]:
-    """One item per NOTIFY on the channel, on a connection of its own (LISTEN holds it) until the
-    caller stops iterating or the connection fails."""
+    """One item once LISTEN holds, then one per NOTIFY on the channel, on a connection of its own,
+    until the caller stops iterating or the connection fails. The first item matters: a commit
+    made before the LISTEN (while the sender started, or reconnected) notified nobody, so the
+    caller sweeps then rather than at its next interval."""
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
         await conn.execute(f"LISTEN {CHANNEL}")
+        yield None
         async for _ in conn.notifies():
             yield None
