@@ -97,11 +97,19 @@ def latency(xs: list[float]) -> dict[str, float]:
 
 
 async def ingest(
-    api: Any, p: Any, ns: str, conv: dict[str, Any], batch: int = 500, *, user_id: str | None = None
+    api: Any,
+    p: Any,
+    ns: str,
+    conv: dict[str, Any],
+    batch: int = 500,
+    *,
+    user_id: str | None = None,
+    text_only: bool = False,
 ) -> int:
     """One conversation into namespace ``ns`` through the facade: an entity per speaker, then
     every turn linked to its speaker, in batches (embedding included). With ``user_id`` the turns
-    are that user's own (user scope) instead of the namespace's."""
+    are that user's own (user scope) instead of the namespace's. ``text_only`` stores each turn as
+    a client that sends no session id would (issue 30's second row)."""
     from memvault.entities.schemas import EntityIn
     from memvault.memories.schemas import MemoryIn
 
@@ -110,7 +118,11 @@ async def ingest(
         e, _ = await api.upsert_entity(p, ns, EntityIn(name=name, type="person"))
         entity[name] = e.id
     owned = {"scope": "user", "user_id": user_id} if user_id else {}
-    rows = [MemoryIn(**{**m, **owned}, entity_ids=[entity[m["metadata"]["speaker"]]]) for m in memories_of(conv)]
+    dropped = {"session_id": None} if text_only else {}
+    rows = [
+        MemoryIn(**{**m, **owned, **dropped}, entity_ids=[entity[m["metadata"]["speaker"]]])
+        for m in memories_of(conv)
+    ]
     for i in range(0, len(rows), batch):
         await api.store_many(p, ns, rows[i : i + batch])
     return len(rows)
@@ -246,6 +258,7 @@ async def main() -> int:
     parser.add_argument("--extra", default=None, help="other SearchIn fields as JSON, e.g. '{\"neighbours\": 1}'")
     parser.add_argument("--settings", default=None, help="server Settings overrides as JSON, e.g. '{\"port\": 1}'")
     parser.add_argument("--baselines", action="store_true", help="also lexical alone, dense alone, plain RRF")
+    parser.add_argument("--text-only", action="store_true", help="store turns without their session ids")
     parser.add_argument("--name", default=None, help="name of the main run in the tables")
     parser.add_argument("--out", type=Path, default=None, help="JSON path (a .md beside it)")
     args = parser.parse_args()
@@ -273,7 +286,7 @@ async def main() -> int:
         n_memories = 0
         for conv in data:
             await api.create_namespace(p, NamespaceIn(name=conv["sample_id"]))
-            n_memories += await ingest(api, p, conv["sample_id"], conv)
+            n_memories += await ingest(api, p, conv["sample_id"], conv, text_only=args.text_only)
         ingest_s = time.perf_counter() - t0
 
         name = args.name or (f"request {json.dumps(request)}" if request else "server defaults")
@@ -287,6 +300,7 @@ async def main() -> int:
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "revision": revision(),
         "command": " ".join(sys.argv),
+        "text_only": args.text_only,
         "model": stack.embedder.model_id,
         "settings_overrides": overrides,
         "settings": server_settings(stack.settings),
