@@ -248,6 +248,19 @@ def test_doors_do_not_import_repositories() -> None:
     assert not found, "a door imports a repository (call the facade instead):\n" + _report(found)
 
 
+def test_memory_history_is_written_with_its_webhook_event() -> None:
+    """Whoever changes a memory goes through memories/changes.py, which queues the change's
+    webhook event beside its history entry: a new path (a job, a resolution) cannot forget it."""
+    found = [
+        rel
+        for rel, path in _modules()
+        if rel != "memories/changes.py"
+        and re.search(r"\brecord_history\(", path.read_text())
+        and rel != "memories/repository.py"
+    ]
+    assert not found, f"memory history written outside memories/changes.py (call changes.record): {found}"
+
+
 def test_known_exceptions_still_needed() -> None:
     dirty = _sql_outside_homes()
     stale = [rel for rel in KNOWN_EXCEPTIONS if rel not in dirty]

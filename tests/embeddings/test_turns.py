@@ -32,9 +32,7 @@ async def finishing_order(calls: dict[str, asyncio.Future[object] | asyncio.Task
 
 
 class TestFairness:
-    async def test_a_small_batch_from_another_tenant_finishes_before_the_big_one(
-        self, embedder: LocalEmbedder
-    ) -> None:
+    async def test_a_small_batch_from_another_tenant_finishes_before_the_big_one(self, embedder: LocalEmbedder) -> None:
         # Started first, the big batch holds the model when the small one arrives; the small one
         # gets the next turn instead of waiting for all 40 long texts.
         big = asyncio.create_task(embedder.embed([f"{i} {LONG}" for i in range(40)], tenant="a"))

@@ -46,8 +46,8 @@ async def wait_for_job(
         body = r.json()
         if body["status"] in until:
             return body
-        assert time.monotonic() < deadline, (
-            f"job still {body['status']}: {body}" + (f"\n{tail(log)}" if log is not None else "")
+        assert time.monotonic() < deadline, f"job still {body['status']}: {body}" + (
+            f"\n{tail(log)}" if log is not None else ""
         )
         await asyncio.sleep(0.1)
 

@@ -242,3 +242,66 @@ class TestQuotaWarning:
             {"quota": "memories", "limit": 5, "used": 5, "threshold_percent": 100},
         ]
         assert all(d["namespace"] is None for d in rows)
+
+
+class TestBackgroundChanges:
+    """Changes no client request makes one by one (a job's merge, decay and promotion, a
+    contradiction's resolution) reach subscribers as the same events a request's would."""
+
+    async def test_dedup_merge_decay_and_promotion(
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        from tests.maintenance.helpers import organize, set_fields
+
+        await subscribe(client, tenant_a, events=["memory.updated", "memory.superseded", "memory.archived"])
+        keep = await store(client, tenant_a, content="I prefer window seats", user_id="u1")
+        dup = await store(client, tenant_a, content="  i PREFER window   seats ", user_id="u1", state="tentative")
+        old = await store(client, tenant_a, content="The user once owned a red bicycle")
+        await set_fields(api, uuid.UUID(old["id"]), "created_at = now() - interval '200 days'")
+        tentative = await store(client, tenant_a, content="The user is learning Portuguese", state="tentative")
+        await set_fields(api, uuid.UUID(tentative["id"]), "access_count = 50, last_accessed_at = now()")
+
+        await organize(api, tenant_a, "dedup", "decay", "promote")
+
+        rows = await deliveries(owner, tenant_a.id)
+        got = sorted((d["event_type"], d["payload"]["data"]["id"]) for d in rows)
+        assert got == sorted(
+            [
+                ("memory.superseded", dup["id"]),
+                ("memory.updated", keep["id"]),
+                ("memory.archived", old["id"]),
+                ("memory.updated", tentative["id"]),
+            ]
+        )
+        data = {(d["event_type"], d["payload"]["data"]["id"]): d["payload"]["data"] for d in rows}
+        assert data[("memory.superseded", dup["id"])]["superseded_by"] == keep["id"]
+        assert dup["id"] in data[("memory.updated", keep["id"])]["metadata"]["merged_from"]
+        assert data[("memory.archived", old["id"])]["state"] == "archived"
+        assert data[("memory.updated", tentative["id"])]["state"] == "stable"
+        # Each as REST shows it (but for the read's own access count).
+        recall = {"access_count", "last_accessed_at"}
+        for (_, mid), body in data.items():
+            r = await client.get(f"/v1/namespaces/{tenant_a.namespace}/memories/{mid}", headers=tenant_a.headers)
+            assert {k: v for k, v in r.json().items() if k not in recall} == {
+                k: v for k, v in body.items() if k not in recall
+            }
+
+    async def test_a_contradiction_resolved_by_keeping_one_archives_the_other(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        await subscribe(client, tenant_a, events=["memory.archived"])
+        ns = f"/v1/namespaces/{tenant_a.namespace}"
+        tea = await store(client, tenant_a, content="Ana drinks green tea every morning")
+        coffee = await store(client, tenant_a, content="Ana drinks black coffee every morning")
+        r = await client.post(
+            f"{ns}/contradictions", json={"memory_id": tea["id"], "other_id": coffee["id"]}, headers=tenant_a.headers
+        )
+        r = await client.post(
+            f"{ns}/contradictions/{r.json()['id']}/resolve",
+            json={"resolution": "keep_one", "keep_id": coffee["id"]},
+            headers=tenant_a.headers,
+        )
+        assert r.status_code == 200, r.text
+        (d,) = await deliveries(owner, tenant_a.id)
+        assert d["event_type"] == "memory.archived" and d["payload"]["data"]["id"] == tea["id"]
+        assert d["payload"]["data"]["state"] == "archived"

@@ -18,6 +18,7 @@ from memvault.contradictions.schemas import (
 from memvault.db.session import TenantTx
 from memvault.errors import Conflict, InvalidInput, NotFound
 from memvault.facade import FacadeBase
+from memvault.memories import changes
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryState
@@ -181,7 +182,7 @@ class ContradictionOps(FacadeBase):
         if m.state == MemoryState.archived:
             return
         m = await memories_repo.update_fields(tx.session, p.tenant_id, m.id, {"state": MemoryState.archived.value})
-        await memories_repo.record_history(tx.session, p.tenant_id, [m], "archived", p.subject, ["state"])
+        await changes.record(tx, p.tenant_id, p.subject, [m], "archived", ["state"], ns)
         await self._audit(
             tx, p, "memory.archive", namespace_id=m.namespace_id, target_id=str(m.id), detail={"fields": ["state"]}
         )

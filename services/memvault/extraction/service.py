@@ -27,11 +27,10 @@ from memvault.guard import ensure_no_secrets
 from memvault.jobs.models import Job
 from memvault.jobs.registry import JobKind, handles
 from memvault.jobs.service import JobRun
-from memvault.memories import repository as memories_repo
+from memvault.memories import changes
 from memvault.memories.schemas import MAX_BATCH, MemoryIn, MemoryState, MemoryType, ScopeLevel
-from memvault.memories.service import content_hash, memory_event
+from memvault.memories.service import content_hash
 from memvault.principal import Principal
-from memvault.webhooks import outbox
 
 if TYPE_CHECKING:
     from memvault.api import NamespaceAPI
@@ -159,10 +158,7 @@ class ExtractionOps(FacadeBase):
             for key in [k for k in kept if k in by_key]:
                 c = kept.pop(key)
                 m = await repo.reinforce(tx.session, p.tenant_id, by_key[key], c.event_ids, {})
-                await memories_repo.record_history(
-                    tx.session, p.tenant_id, [m], "updated", p.subject, ["metadata", "source_event_ids"]
-                )
-                await outbox.emit_many(tx, p.tenant_id, [memory_event("memory.updated", m, ns)])
+                await changes.record(tx, p.tenant_id, p.subject, [m], "updated", ["metadata", "source_event_ids"], ns)
                 stats["memories_reinforced"] += 1
             if stats["memories_reinforced"]:
                 await self._audit(

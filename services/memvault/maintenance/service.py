@@ -36,7 +36,7 @@ from memvault.maintenance.schemas import (
     ScheduledRun,
     Step,
 )
-from memvault.memories import repository as memories_repo
+from memvault.memories import changes
 from memvault.namespaces.models import Namespace
 from memvault.namespaces.schemas import MaintenanceSchedule
 from memvault.operations import operation
@@ -344,10 +344,9 @@ class MaintenanceOps(FacadeBase):
                 if rep is None or not dups:
                     continue
                 kept, gone = await repo.merge(tx.session, p.tenant_id, rep, dups)
-                await memories_repo.record_history(
-                    tx.session, p.tenant_id, gone, "merged", p.subject, ["superseded_at", "superseded_by"]
-                )
-                await memories_repo.record_history(tx.session, p.tenant_id, [kept], "merged", p.subject, MERGE_FIELDS)
+                gone_fields = ["superseded_at", "superseded_by"]
+                await changes.record(tx, p.tenant_id, p.subject, gone, "merged", gone_fields, ns.name)
+                await changes.record(tx, p.tenant_id, p.subject, [kept], "merged", MERGE_FIELDS, ns.name)
                 await self._audit(
                     tx,
                     p,
@@ -373,7 +372,7 @@ class MaintenanceOps(FacadeBase):
                     below=s.decay_archive_below,
                     batch=UPDATE_BATCH,
                 )
-                await self._record_batch(p, ns, tx.session, rows, "archived", "memory.archive", "decay")
+                await self._record_batch(p, ns, tx, rows, "archived", "memory.archive", "decay")
             archived += len(rows)
             if len(rows) < UPDATE_BATCH:
                 return {"archived": archived, "complete": True}
@@ -393,20 +392,20 @@ class MaintenanceOps(FacadeBase):
                     min_accesses=s.promote_min_accesses,
                     batch=UPDATE_BATCH,
                 )
-                await self._record_batch(p, ns, tx.session, rows, "promoted", "memory.promote", "promote")
+                await self._record_batch(p, ns, tx, rows, "promoted", "memory.promote", "promote")
             promoted += len(rows)
             if len(rows) < UPDATE_BATCH:
                 return {"promoted": promoted, "complete": True}
         return {"promoted": promoted, "complete": False}
 
     async def _record_batch(
-        self, p: Principal, ns: Namespace, session: Any, rows: list[Any], action: str, audit_action: str, by: str
+        self, p: Principal, ns: Namespace, tx: TenantTx, rows: list[Any], action: str, audit_action: str, by: str
     ) -> None:
         if not rows:
             return
-        await memories_repo.record_history(session, p.tenant_id, rows, action, p.subject, ["state"])
+        await changes.record(tx, p.tenant_id, p.subject, rows, action, ["state"], ns.name)
         await audit.record(
-            session,
+            tx.session,
             p.tenant_id,
             p.subject,
             audit_action,

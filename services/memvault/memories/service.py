@@ -16,7 +16,9 @@ from memvault.audit import repository as audit
 from memvault.db.session import TenantTx
 from memvault.errors import Conflict, Forbidden, InvalidInput, NotFound
 from memvault.facade import FacadeBase
+from memvault.memories import changes
 from memvault.memories import repository as repo
+from memvault.memories.changes import memory_out
 from memvault.memories.models import Memory
 from memvault.memories.schemas import (
     MemoryChange,
@@ -44,8 +46,6 @@ KEY_RACE_RETRIES = 3
 
 
 AUDIT_ACTION = {"updated": "memory.update", "promoted": "memory.promote", "archived": "memory.archive"}
-# The webhook event of each in-place change (a promotion changes the state: an update to subscribers).
-EVENT = {"updated": "memory.updated", "promoted": "memory.updated", "archived": "memory.archived"}
 
 
 class MemoryNotFound(NotFound):
@@ -69,46 +69,6 @@ _WS = re.compile(r"\s+")
 def content_hash(content: str) -> str:
     """Hash of the normalised text: case and whitespace differences are the same memory."""
     return hashlib.sha256(_WS.sub(" ", content.strip().lower()).encode()).hexdigest()
-
-
-def memory_out(m: Memory, namespace: str) -> MemoryOut:
-    return MemoryOut(
-        id=m.id,
-        # Tenant- and system-scope memories belong to no namespace.
-        namespace=namespace if m.namespace_id is not None else None,
-        type=m.type,
-        key=m.key,
-        content=m.content,
-        user_id=m.user_id,
-        agent_id=m.agent_id,
-        session_id=m.session_id,
-        scope=m.scope,
-        metadata=m.metadata_,
-        importance=m.importance,
-        confidence=m.confidence,
-        state=m.state,
-        valid_from=m.valid_from,
-        valid_to=m.valid_to,
-        recorded_at=m.recorded_at,
-        superseded_at=m.superseded_at,
-        superseded_by=m.superseded_by,
-        supersedes=m.supersedes,
-        source_event_ids=list(m.source_event_ids or []),
-        embedding_model=m.embedding_model,
-        content_hash=m.content_hash,
-        access_count=m.access_count,
-        last_accessed_at=m.last_accessed_at,
-        created_by=m.created_by,
-        created_at=m.created_at,
-        updated_at=m.updated_at,
-    )
-
-
-def memory_event(event_type: str, m: Memory, ns: str) -> outbox.Event:
-    """A memory's webhook event: the memory as REST returns it, in its namespace (None for a
-    tenant- or system-scope memory: a tenant-wide event)."""
-    out = memory_out(m, ns)
-    return (event_type, out.namespace, out.model_dump(mode="json"))
 
 
 def _is_key_race(exc: IntegrityError) -> bool:
@@ -248,8 +208,7 @@ class MemoryOps(FacadeBase):
         s, tenant = tx.session, rows[0]["tenant_id"]
         if all(b.key is None for b in bodies):
             created = await repo.insert_many(s, rows)
-            await repo.record_history(s, tenant, created, "created", p.subject, [])
-            events.extend(memory_event("memory.created", m, ns) for m in created)
+            await changes.record(tx, tenant, p.subject, created, "created", [], ns, queue=events)
             return created
         # Keyed writes go one at a time, in request order, so a batch that names the same key
         # twice ends with the later one current and the earlier one in its history.
@@ -271,14 +230,11 @@ class MemoryOps(FacadeBase):
                 continue
             if old is not None:
                 old = await repo.supersede(s, tenant, old, row["id"], row["valid_from"])
-                await repo.record_history(s, tenant, [old], "superseded", p.subject, ["superseded_at", "valid_to"])
+                fields = ["superseded_at", "valid_to"]
+                await changes.record(tx, tenant, p.subject, [old], "superseded", fields, ns, queue=events)
                 row = {**row, "supersedes": old.id}
             (m,) = await repo.insert_many(s, [row])
-            await repo.record_history(s, tenant, [m], "created", p.subject, ["supersedes"] if old else [])
-            events.append(memory_event("memory.created", m, ns))
-            if old is not None:
-                # After the new row, so the superseded one's `superseded_by` names it.
-                events.append(memory_event("memory.superseded", old, ns))
+            await changes.record(tx, tenant, p.subject, [m], "created", ["supersedes"] if old else [], ns, queue=events)
             out.append(m)
         return out
 
@@ -388,16 +344,16 @@ class MemoryOps(FacadeBase):
                     f"Memory {memory_id} was superseded by {current.superseded_by}; change the current version.",
                     extra={"superseded_by": str(current.superseded_by)},
                 )
-            changes = await values(current)
+            new = await values(current)
             try:
                 async with tx.session.begin_nested():
-                    m = await repo.update_fields(tx.session, current.tenant_id, current.id, changes)
+                    m = await repo.update_fields(tx.session, current.tenant_id, current.id, new)
             except IntegrityError as exc:
                 if _is_key_race(exc):
                     raise KeyConflict("Another current memory already has this scope, type and key.") from exc
                 raise
-            fields = sorted(k.removesuffix("_") for k in changes if k not in ("embedding", "embedding_model"))
-            await repo.record_history(tx.session, m.tenant_id, [m], action, p.subject, fields)
+            fields = sorted(k.removesuffix("_") for k in new if k not in ("embedding", "embedding_model"))
+            await changes.record(tx, m.tenant_id, p.subject, [m], action, fields, ns)
             await audit.record(
                 tx.session,
                 m.tenant_id,
@@ -407,7 +363,6 @@ class MemoryOps(FacadeBase):
                 target_id=str(memory_id),
                 detail={"fields": fields},
             )
-            await outbox.emit_many(tx, m.tenant_id, [memory_event(EVENT[action], m, ns)])
         return memory_out(m, ns)
 
     @operation("write")

@@ -39,6 +39,8 @@ class TestSigned:
             ids = await add_deliveries(owner, tenant_a.id, ep, 3)
             async with sending(pg_urls, sender_settings):
                 await until(lambda: _count(receiver, 3))
+                # Received is not yet recorded: the sender writes the answer down after it.
+                await until(lambda: _recorded(owner, ids))
         assert sorted(p["id"] for p in receiver.received) == sorted(ids)
         assert {p["data"]["text"] for p in receiver.received} == {"café ✓"}
         for message_id in ids:
@@ -68,6 +70,7 @@ class TestRetries:
             [message_id] = await add_deliveries(owner, tenant_a.id, ep)
             async with sending(pg_urls, sender_settings):
                 await until(lambda: _count(receiver, 1))
+                await until(lambda: _recorded(owner, [message_id]))
                 await asyncio.sleep(0.3)  # no further attempt comes
         assert len(receiver.received) == 1 and len(receiver.requests) == 3
         assert {h["webhook-id"] for _, h in receiver.requests} == {message_id}
@@ -87,6 +90,7 @@ class TestRetries:
             assert (await endpoint(owner, ep))["failing_since"] is not None
             async with receiving(receiver, port):
                 await until(lambda: _count(receiver, 1))
+                await until(lambda: _recorded(owner, [message_id]))
         assert (await delivery(owner, message_id))["status"] == "succeeded"
 
     async def test_after_the_last_retry_it_is_failed(
@@ -129,6 +133,7 @@ class TestNeverLost:
             assert receiver.requests == []
             async with sending(pg_urls, sender_settings):
                 await until(lambda: _count(receiver, 1))
+                await until(lambda: _recorded(owner, [message_id]))
         assert receiver.received[0]["id"] == message_id
 
     async def test_a_sender_that_died_mid_attempt_leaves_it_to_the_next(
@@ -150,6 +155,7 @@ class TestNeverLost:
                 await asyncio.sleep(0.2)
                 assert receiver.requests == []  # leased: nobody else sends it meanwhile
                 await until(lambda: _count(receiver, 1))
+                await until(lambda: _recorded(owner, [message_id]))
         row = await delivery(owner, message_id)
         assert (row["status"], row["attempts"]) == ("succeeded", claimed.attempts + 1)
 
@@ -243,6 +249,11 @@ class TestFairness:
         assert fast.received[0]["id"] == message_id
         assert waited < 1.0, waited  # one sweep, not behind tenant a's 10,000
         assert slow.most_in_flight <= sender_settings.webhook_tenant_concurrency
+
+
+async def _recorded(owner: Conn, message_ids: list[str]) -> bool:
+    rows = [await delivery(owner, m) for m in message_ids]
+    return all(row["status"] != "pending" for row in rows)
 
 
 async def _count(receiver: Receiver, n: int) -> bool:
