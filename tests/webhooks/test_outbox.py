@@ -243,6 +243,47 @@ class TestQuotaWarning:
         ]
         assert all(d["namespace"] is None for d in rows)
 
+    async def test_every_stored_cap_warns_once_when_crossed(
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        every = await subscribe(client, tenant_a, events=["quota.warning"])
+        used = {q.quota: q.used for q in (await api.account_plan(tenant_a.principal)).quotas}
+        caps = ("namespaces", "api_keys", "members", "webhooks")
+        # One more of each fills its cap: the 100 % crossing (and 80 % unless already past).
+        await api.set_tenant_plan(tenant_a.id, "unlimited", {q: used[q] + 1 for q in caps})
+        h = tenant_a.headers
+        assert (await client.post("/v1/namespaces", json={"name": "second"}, headers=h)).status_code == 201
+        assert (await client.post("/v1/keys", json={"name": "ci"}, headers=h)).status_code == 201
+        r = await client.post("/v1/members/invitations", json={"email": "bo@example.com"}, headers=h)
+        assert r.status_code == 201, r.text
+        await subscribe(client, tenant_a, events=["job.failed"])
+        # Refused past the cap: nothing more announced.
+        assert (await client.post("/v1/namespaces", json={"name": "third"}, headers=h)).status_code == 403
+
+        rows = [d for d in await deliveries(owner, tenant_a.id) if str(d["endpoint_id"]) == every["id"]]
+        got = sorted((d["payload"]["data"]["quota"], d["payload"]["data"]["threshold_percent"]) for d in rows)
+        expected = [(q, 100) for q in caps] + [(q, 80) for q in caps if used[q] * 100 < 80 * (used[q] + 1)]
+        assert got == sorted(expected)
+        for d in rows:
+            data = d["payload"]["data"]
+            assert data["limit"] == used[data["quota"]] + 1 and data["used"] == data["limit"]
+
+    async def test_a_monthly_counter_warns_when_its_counts_are_written(
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant, owner: psycopg.AsyncConnection
+    ) -> None:
+        await api._usage.flush()
+        await api.set_tenant_plan(tenant_a.id, "unlimited", {"events_per_month": 5})
+        await subscribe(client, tenant_a, events=["quota.warning"])
+        body = {"session_id": "s1", "messages": [{"role": "user", "content": f"Note {i}"} for i in range(4)]}
+        r = await client.post(f"/v1/namespaces/{tenant_a.namespace}/events", json=body, headers=tenant_a.headers)
+        assert r.status_code == 202, r.text
+        assert await deliveries(owner, tenant_a.id) == []  # counted in memory until written
+        await api._usage.flush()
+        (d,) = await deliveries(owner, tenant_a.id)
+        assert d["payload"]["data"] == {"quota": "events_per_month", "limit": 5, "used": 4, "threshold_percent": 80}
+        await api._usage.flush()  # nothing more counted: nothing more announced
+        assert len(await deliveries(owner, tenant_a.id)) == 1
+
 
 class TestBackgroundChanges:
     """Changes no client request makes one by one (a job's merge, decay and promotion, a

@@ -12,7 +12,7 @@ from memvault.keys import repository as keys_repo
 from memvault.keys import tokens
 from memvault.keys.schemas import KeyCreated, KeyIn, KeyOut, KeyPage, KeyRotateIn
 from memvault.operations import operation
-from memvault.plans.quotas import require_room
+from memvault.plans.room import take_room
 from memvault.principal import OPERATOR, Principal
 
 # A key's last-used time is written at most this often, so reads do not each cost a write.
@@ -103,7 +103,7 @@ class KeyOps(FacadeBase):
         async with self._db.tenant_tx(p.tenant_id) as tx:
             if limits.api_keys is not None:
                 used = await keys_repo.count_live(tx.session, p.tenant_id, lock=True)
-                require_room(limits, "api_keys", used=used)
+                await take_room(tx, limits, "api_keys", used=used)
             row, raw = await keys_repo.create(
                 tx.session,
                 p.tenant_id,

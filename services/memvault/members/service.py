@@ -34,6 +34,7 @@ from memvault.oauth import secrets
 from memvault.oauth.errors import UserExists, WeakPassword
 from memvault.operations import operation
 from memvault.plans.quotas import require_room
+from memvault.plans.room import take_room
 from memvault.principal import Principal
 from memvault.ratelimit import Limit, client_address
 from memvault.tenants import repository as tenants_repo
@@ -84,7 +85,7 @@ class MemberOps(LinkOps):
                 raise UserExists(f"{body.email!r} is already a member.", extra={"field": "email"})
             used = await oauth_repo.count_active_users(tx.session, p.tenant_id)
             used += await inv_repo.count_pending(tx.session, p.tenant_id)
-            require_room(limits, "members", used=used)
+            await take_room(tx, limits, "members", used=used)
             row = await inv_repo.create(
                 tx.session, p.tenant_id, email=body.email, role=body.role, invited_by=p.subject, expires_at=expires
             )
@@ -163,6 +164,7 @@ class MemberOps(LinkOps):
                     raise LinkExpired("This invitation has ended; ask for a new one.")
                 # This invitation held its place among the pending ones; now it becomes a member.
                 used = await oauth_repo.count_active_users(tx.session, tenant_id)
+                # Not take_room: the invitation announced this place when it took it.
                 require_room(limits, "members", used=used)
                 user = await oauth_repo.create_user(
                     tx.session,

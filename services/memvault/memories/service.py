@@ -142,20 +142,18 @@ class MemoryOps(FacadeBase):
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
             # A batch past the cap is refused before the model spends any time on it.
-            await require_stored_room(tx.session, p.tenant_id, limits, "memories", adding=len(bodies), hold=False)
+            await require_stored_room(tx, limits, "memories", adding=len(bodies), hold=False)
         # Embed before the write's transaction opens, so no connection waits on the model.
         vectors = await self._embed(p, [b.content for b in bodies])
         rows = [self._row(p, namespace.id, b, v) for b, v in zip(bodies, vectors, strict=True)]
         for attempt in range(KEY_RACE_RETRIES):
             try:
                 async with self._db.tenant_tx(write_tenant) as tx:
-                    used = await require_stored_room(tx.session, write_tenant, limits, "memories", adding=len(rows))
+                    # Counted before the write under the quota lock; a keyed rewrite of the same
+                    # statement adds nothing, so a crossing may be announced a little early.
+                    await require_stored_room(tx, limits, "memories", adding=len(rows))
                     events: list[outbox.Event] = []
                     created = await self._write(tx, p, rows, bodies, ns, events)
-                    if used is not None and limits.memories is not None:
-                        # Counted before the write under the quota lock; a keyed rewrite of the
-                        # same statement adds nothing, so this may announce a crossing a little early.
-                        events += outbox.quota_warnings("memories", limit=limits.memories, used=used, adding=len(rows))
                     await outbox.emit_many(tx, write_tenant, events)
                     await self._link_entities(tx, namespace.id, created, bodies)
                     await audit.record(

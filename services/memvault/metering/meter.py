@@ -23,14 +23,16 @@ from datetime import UTC, datetime
 from types import ModuleType
 
 from memvault.db.deferred import DeferredWriter
-from memvault.db.session import Database
+from memvault.db.session import Database, TenantTx
 from memvault.metering import repository as repo
 from memvault.metering.tally import UNITS, Door, Tally, current_door, tallying
 from memvault.operations import Operation
 from memvault.plans.book import PlanBook
 from memvault.plans.limits import month_bounds
 from memvault.plans.quotas import MonthlyQuotaExceeded, require_monthly_room
+from memvault.plans.repository import hold_quota
 from memvault.principal import Principal
+from memvault.webhooks import outbox
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +168,31 @@ class UsageMeter(DeferredWriter):
 
     # ---- writing ------------------------------------------------------------------------------
 
+    async def _announce_month(self, tx: TenantTx, tenant_id: uuid.UUID, items: list[tuple[Bucket, list[int]]]) -> None:
+        """Queue the `quota.warning` of each monthly cap that this write of the counts crosses, in
+        the write's own transaction: the counts become the month's total here, once, whichever
+        replica counted them. Each capped quota's lock makes concurrent writers count in turn."""
+        plan = await self._plans.of(tenant_id)
+        capped = [(q, u) for q, u in _MONTHLY.items() if getattr(plan.limits, q) is not None]
+        if not capped:
+            return
+        month, _ = month_bounds()
+        adding = {u: sum(units[UNITS.index(u)] for b, units in items if b[1] >= month) for _, u in capped}
+        capped = [(q, u) for q, u in capped if adding[u] > 0]
+        if not capped:
+            return
+        for quota, _ in capped:
+            await hold_quota(tx.session, tenant_id, quota)
+        used = await repo.totals_since(tx.session, tenant_id, month)
+        events = [
+            warning
+            for quota, unit in capped
+            for warning in outbox.quota_warnings(
+                quota, limit=getattr(plan.limits, quota), used=used[unit], adding=adding[unit]
+            )
+        ]
+        await outbox.emit_many(tx, tenant_id, events)
+
     async def flush(self) -> None:
         """Add every pending count to its bucket now, one transaction per tenant."""
         batch, self._pending = self._pending, {}
@@ -187,6 +214,7 @@ class UsageMeter(DeferredWriter):
             ]
             try:
                 async with self._db.tenant_tx(tenant_id) as tx:
+                    await self._announce_month(tx, tenant_id, items)
                     await repo.add(tx.session, rows)
             except Exception:
                 if self.pending + len(items) <= self._max_pending:

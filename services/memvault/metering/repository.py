@@ -15,6 +15,7 @@ from memvault.members import repository as members_repo
 from memvault.metering.tally import UNITS
 from memvault.oauth import repository as oauth_repo
 from memvault.plans import repository as plans_repo
+from memvault.webhooks import repository as webhooks_repo
 
 GroupBy = Literal["door", "namespace", "key", "operation"]
 Granularity = Literal["hour", "day"]
@@ -84,11 +85,12 @@ async def held(session: AsyncSession, tenant_id: uuid.UUID) -> dict[str, int]:
     """What the tenant holds of each capped thing, counted by the very functions each quota's check
     uses (so the account view and a refusal never disagree): memories (history included),
     namespaces, live API keys (neither revoked nor expired), members (active ones and pending
-    invitations, which hold their places)."""
+    invitations, which hold their places), webhook endpoints."""
     return {
         "memories": await plans_repo.count_memories(session, tenant_id),
         "namespaces": await plans_repo.count_namespaces(session, tenant_id),
         "api_keys": await keys_repo.count_live(session, tenant_id),
         "members": await oauth_repo.count_active_users(session, tenant_id)
         + await members_repo.count_pending(session, tenant_id),
+        "webhooks": await webhooks_repo.count(session, tenant_id, lock=False),
     }

@@ -29,7 +29,7 @@ from memvault.principal import Principal
 MAX_RANGE = {"hour": timedelta(days=31), "day": timedelta(days=400)}
 # Without `from`: the last day of hours, or the last 30 days.
 DEFAULT_RANGE = {"hour": timedelta(days=1), "day": timedelta(days=30)}
-CAPS = ("memories", "namespaces", "api_keys", "members")
+CAPS = ("memories", "namespaces", "api_keys", "members", "webhooks")
 MONTHLY = (("events_per_month", "events_ingested"), ("embedded_tokens_per_month", "tokens_embedded"))
 
 

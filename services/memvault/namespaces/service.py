@@ -47,7 +47,7 @@ class NamespaceOps(FacadeBase):
         p.require("admin", body.name)
         limits = (await self._plans.of(p.tenant_id)).limits
         async with self._db.tenant_tx(p.tenant_id) as tx:
-            await require_stored_room(tx.session, p.tenant_id, limits, "namespaces", adding=1)
+            await require_stored_room(tx, limits, "namespaces", adding=1)
             ns = await ns_repo.create(tx.session, p.tenant_id, body.name, body.description)
             if ns is None:
                 raise NamespaceExists(f"A namespace named '{body.name}' already exists.")

@@ -32,7 +32,7 @@ from memvault.oauth.schemas import (
     UserPage,
 )
 from memvault.operations import operation
-from memvault.plans.quotas import require_room
+from memvault.plans.room import take_room
 from memvault.principal import Principal
 from memvault.websessions import repository as websessions
 
@@ -56,7 +56,7 @@ class AccountOps(UsageOps):
                 rules.may_assign(p, await rules.acting_role(tx.session, p), role)
                 used = await repo.count_active_users(tx.session, p.tenant_id)
                 used += await invitations.count_pending(tx.session, p.tenant_id)
-                require_room(limits, "members", used=used)
+                await take_room(tx, limits, "members", used=used)
                 row = await repo.create_user(
                     tx.session,
                     p.tenant_id,

@@ -244,10 +244,10 @@ class PortabilityOps(FacadeBase):
         memories = sum(1 for kind, _ in records if kind == "memory")
         if limits.memories is not None:  # refused before the model embeds the file
             async with self._db.tenant_tx(p.tenant_id) as tx:
-                await require_stored_room(tx.session, p.tenant_id, limits, "memories", adding=memories, hold=False)
+                await require_stored_room(tx, limits, "memories", adding=memories, hold=False)
         vectors = await self._import_vectors(p, records)
         async with self._db.tenant_tx(p.tenant_id) as tx:
-            await require_stored_room(tx.session, p.tenant_id, limits, "memories", adding=memories)
+            await require_stored_room(tx, limits, "memories", adding=memories)
             namespace = await self._namespace(tx, p, ns)
             try:
                 async with tx.session.begin_nested():

@@ -26,6 +26,7 @@ EVENT_TYPES = (
     "job.succeeded",
     "job.failed",
     "quota.warning",
+    "webhook.disabled",
 )
 # A rotated-away secret signs beside the new one for at most a week (default a day), so receivers
 # can roll their configuration without missing a delivery.

@@ -14,7 +14,8 @@ from memvault.db.session import TenantTx
 from memvault.errors import InvalidInput, NotFound
 from memvault.facade import FacadeBase
 from memvault.operations import operation
-from memvault.plans.quotas import QuotaExceeded, require_room
+from memvault.plans.quotas import QuotaExceeded
+from memvault.plans.room import take_room
 from memvault.principal import Principal
 from memvault.webhooks import repository as repo
 from memvault.webhooks.models import WebhookEndpoint
@@ -78,7 +79,7 @@ class WebhookOps(FacadeBase):
         secret = new_secret()
         async with self._db.tenant_tx(p.tenant_id) as tx:
             used = await repo.count(tx.session, p.tenant_id, lock=True)
-            require_room(limits, "webhooks", used=used)
+            await take_room(tx, limits, "webhooks", used=used)
             if used >= MAX_ENDPOINTS:
                 raise QuotaExceeded("webhooks", limit=MAX_ENDPOINTS, used=used)
             row = await repo.create(

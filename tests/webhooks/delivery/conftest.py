@@ -90,12 +90,18 @@ async def owner(pg_urls: DatabaseUrls) -> AsyncIterator[psycopg.AsyncConnection[
 
 
 async def add_endpoint(
-    owner: psycopg.AsyncConnection[Any], tenant_id: uuid.UUID, url: str, secret: str, *, previous: str | None = None
+    owner: psycopg.AsyncConnection[Any],
+    tenant_id: uuid.UUID,
+    url: str,
+    secret: str,
+    *,
+    previous: str | None = None,
+    events: tuple[str, ...] = ("memory.created",),
 ) -> uuid.UUID:
     cur = await owner.execute(
         "INSERT INTO webhook_endpoints (tenant_id, url, events, secret, previous_secret, previous_secret_expires_at, "
-        "created_by) VALUES (%s, %s, '{memory.created}', %s, %s, now() + interval '1 day', 'test') RETURNING id",
-        (tenant_id, url, secret, previous),
+        "created_by) VALUES (%s, %s, %s, %s, %s, now() + interval '1 day', 'test') RETURNING id",
+        (tenant_id, url, list(events), secret, previous),
     )
     row = await cur.fetchone()
     assert row is not None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from typing import Any
 
 import psycopg
@@ -110,6 +111,7 @@ class TestRetries:
         receiver = Receiver(new_secret(), answers=[(500, b"", {})])
         async with receiving(receiver) as base:
             ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            watcher = await _watcher(owner, tenant_a.id)
             await owner.execute(
                 "UPDATE webhook_endpoints SET failing_since = now() - interval '3 days 1 minute' WHERE id = %s", (ep,)
             )
@@ -119,6 +121,7 @@ class TestRetries:
                 await asyncio.sleep(0.2)
         assert (await endpoint(owner, ep))["disabled_reason"] == "failing"
         assert (await delivery(owner, message_id))["status"] == "pending"  # enable or replay resumes it
+        await _told_of_disabling(owner, tenant_a.id, ep, watcher, "failing")
 
 
 class TestNeverLost:
@@ -181,6 +184,7 @@ class TestSafety:
         receiver = Receiver(new_secret(), answers=[(410, b"gone", {})], delay_s=0.2)
         async with receiving(receiver) as base:
             ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            watcher = await _watcher(owner, tenant_a.id)
             sender_settings = sender_settings.model_copy(update={"webhook_tenant_concurrency": 1})
             first, second = await add_deliveries(owner, tenant_a.id, ep, 2)
             async with sending(pg_urls, sender_settings):
@@ -188,6 +192,7 @@ class TestSafety:
                 await asyncio.sleep(0.3)
         assert (await endpoint(owner, ep))["disabled_reason"] == "gone"
         assert len(receiver.requests) == 1
+        await _told_of_disabling(owner, tenant_a.id, ep, watcher, "gone")
         rows = [await delivery(owner, m) for m in (first, second)]
         assert sorted(r["status"] for r in rows) == ["failed", "pending"]
 
@@ -249,6 +254,31 @@ class TestFairness:
         assert fast.received[0]["id"] == message_id
         assert waited < 1.0, waited  # one sweep, not behind tenant a's 10,000
         assert slow.most_in_flight <= sender_settings.webhook_tenant_concurrency
+
+
+async def _watcher(owner: Conn, tenant_id: uuid.UUID) -> uuid.UUID:
+    """Another endpoint of the tenant, subscribed to `webhook.disabled` alone."""
+    return await add_endpoint(
+        owner, tenant_id, "https://hooks.example.com/watch", new_secret(), events=("webhook.disabled",)
+    )
+
+
+async def _told_of_disabling(owner: Conn, tenant_id: uuid.UUID, ep: uuid.UUID, watcher: uuid.UUID, reason: str) -> None:
+    """The audit log names the disabling, and the tenant's endpoints that asked for
+    `webhook.disabled` were sent it (the disabled one not)."""
+    cur = await owner.execute(
+        "SELECT actor, detail FROM audit_log WHERE tenant_id = %s AND action = 'webhook.disable' AND target_id = %s",
+        (tenant_id, str(ep)),
+    )
+    [(actor, detail)] = await cur.fetchall()
+    assert actor == "system:webhook-sender" and detail["reason"] == reason
+    cur = await owner.execute(
+        "SELECT endpoint_id, payload FROM webhook_deliveries WHERE tenant_id = %s AND event_type = 'webhook.disabled'",
+        (tenant_id,),
+    )
+    rows = await cur.fetchall()
+    assert [r[0] for r in rows] == [watcher]
+    assert rows[0][1]["data"]["endpoint_id"] == str(ep) and rows[0][1]["data"]["reason"] == reason
 
 
 async def _recorded(owner: Conn, message_ids: list[str]) -> bool:

@@ -170,8 +170,10 @@ async def endpoint_failed(
     return row is not None and not row.enabled
 
 
-async def endpoint_gone(s: AsyncSession, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> None:
-    await s.execute(_GONE, {"tenant": tenant_id, "endpoint": endpoint_id})
+async def endpoint_gone(s: AsyncSession, tenant_id: uuid.UUID, endpoint_id: uuid.UUID) -> bool:
+    """Disable the endpoint whose receiver answered 410; True when this disabled it."""
+    result = await s.execute(_GONE, {"tenant": tenant_id, "endpoint": endpoint_id})
+    return bool(getattr(result, "rowcount", 0))
 
 
 CHANNEL = "memvault_webhooks"

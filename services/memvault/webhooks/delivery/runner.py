@@ -27,12 +27,16 @@ from collections import Counter
 import httpx
 
 from memvault import operator
+from memvault.audit import repository as audit
 from memvault.config import Settings
-from memvault.db.session import Database
+from memvault.db.session import Database, TenantTx
+from memvault.webhooks import outbox
 from memvault.webhooks.delivery import repository, sender
 from memvault.webhooks.delivery.repository import Claimed
 
 log = logging.getLogger(__name__)
+# The actor the audit log names for what the sender does by itself (disabling an endpoint).
+SENDER = "system:webhook-sender"
 
 # Waits before each retry, after the 1st, 2nd, ... failed attempt; after the last, `failed`.
 BACKOFF_S: tuple[float, ...] = (5, 60, 600, 3600, 6 * 3600, 24 * 3600)
@@ -155,12 +159,24 @@ class DeliveryRunner:
             if result.outcome == "succeeded":
                 await repository.endpoint_succeeded(tx.session, d.tenant_id, d.endpoint_id)
             elif result.outcome == "gone":
-                await repository.endpoint_gone(tx.session, d.tenant_id, d.endpoint_id)
-                log.warning("webhook endpoint %s answered 410 Gone: disabled", d.endpoint_id)
+                if await repository.endpoint_gone(tx.session, d.tenant_id, d.endpoint_id):
+                    await self._disabled(tx, d, "gone")
             elif await repository.endpoint_failed(
                 tx.session, d.tenant_id, d.endpoint_id, disable_after_s=DISABLE_AFTER_S
             ):
-                log.warning("webhook endpoint %s failing for 3 days: disabled", d.endpoint_id)
+                await self._disabled(tx, d, "failing")
+
+    @staticmethod
+    async def _disabled(tx: TenantTx, d: Claimed, reason: str) -> None:
+        """Tell the tenant, in the transaction that disabled the endpoint: an audit entry, and a
+        `webhook.disabled` event for its other endpoints that asked for it (the disabled one
+        receives nothing more)."""
+        log.warning("webhook endpoint %s disabled (%s)", d.endpoint_id, reason)
+        detail = {"reason": reason, "url": d.url}
+        await audit.record(
+            tx.session, d.tenant_id, SENDER, "webhook.disable", target_id=str(d.endpoint_id), detail=detail
+        )
+        await outbox.emit(tx, d.tenant_id, "webhook.disabled", None, {"endpoint_id": str(d.endpoint_id), **detail})
 
     def _delay(self, attempts: int) -> float:
         step = self._backoff[attempts - 1]
