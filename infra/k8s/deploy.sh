@@ -13,12 +13,14 @@
 # 5. Apply everything else (`component!=migrate`) and wait for the Deployments to roll out.
 #
 # Environment: KUBECTL (default kubectl), MIGRATE_TIMEOUT_S (default 1800, the Job's own
-# activeDeadlineSeconds), ROLLOUT_TIMEOUT (default 10m). The namespace is the overlay's.
+# activeDeadlineSeconds), MIGRATE_POLL_S (default 2), ROLLOUT_TIMEOUT (default 10m). The namespace
+# is the overlay's.
 set -euo pipefail
 
 overlay=${1:?usage: deploy.sh OVERLAY_DIR (e.g. infra/k8s/overlays/production)}
 kubectl=${KUBECTL:-kubectl}
 migrate_timeout=${MIGRATE_TIMEOUT_S:-1800}
+poll=${MIGRATE_POLL_S:-2}
 rollout_timeout=${ROLLOUT_TIMEOUT:-10m}
 
 namespace=$(sed -n 's/^namespace:[[:space:]]*\([^[:space:]#]*\).*/\1/p' "$overlay/kustomization.yaml")
@@ -51,7 +53,7 @@ while :; do
         echo "memvault: the migrate Job did not finish within ${migrate_timeout}s; nothing else was changed" >&2
         exit 1
     fi
-    sleep 2
+    sleep "$poll"
 done
 
 echo "memvault: rolling out ($namespace)"
