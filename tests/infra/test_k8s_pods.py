@@ -10,6 +10,9 @@ in the image. Ports are moved to free ones (this machine is shared). The migrate
 migrates the fresh database, then the api answers its probes and its ServiceMonitor's scrape
 (with the token, and 401 without), the worker serves its metrics port, the scheduler stays up,
 and none of them met a read-only file. Needs root and unshare(1) (CI has both); skipped without.
+
+Also: migrations started at once (the migrate Job and api replicas, which upgrade at start too)
+all succeed: the later ones wait for the first (db/migrate.py's advisory lock).
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from memvault.embeddings.local import LocalEmbedder, default_onnx_dir
 from tests.infra.k8s_manifests import config_data, find, pod_spec, rendered
 from tests.servers import free_port
 
-pytestmark = pytest.mark.skipif(
+needs_unshare = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("unshare") is None, reason="needs root and unshare for a read-only root"
 )
 
@@ -122,6 +125,7 @@ def wait_for(url: str, pods: list[Pod], timeout: float = 150.0, **kwargs: object
     pytest.fail(f"{url} did not answer 200 within {timeout} s\n" + "\n".join(p.logs() for p in pods))
 
 
+@needs_unshare
 def test_the_sandbox_is_read_only_but_for_tmp(tmp_path: Path) -> None:
     default_onnx_dir().mkdir(parents=True, exist_ok=True)  # bind-mounted read-only: it must exist
     probe = f"/tmp/k8s-ro-{uuid.uuid4().hex}"
@@ -132,6 +136,7 @@ def test_the_sandbox_is_read_only_but_for_tmp(tmp_path: Path) -> None:
     assert not Path("/root/k8s-ro-probe").exists()
 
 
+@needs_unshare
 def test_the_pods_run_on_a_read_only_root(
     tmp_path: Path, database: tuple[str, str], redis_url: str, embedder: LocalEmbedder
 ) -> None:
@@ -185,3 +190,23 @@ def test_the_pods_run_on_a_read_only_root(
     for pod in pods:
         assert "Read-only file system" not in pod.logs(), f"{pod.name}\n{pod.logs()}"
     assert pods[0].proc.returncode == 0, pods[0].logs()  # the api shut down cleanly on SIGTERM
+
+
+def test_migrations_started_at_once_all_succeed(tmp_path: Path, database: tuple[str, str]) -> None:
+    """Without the lock one of two failed, three times in three (a duplicate object or a
+    serialization error, whichever migration they met in)."""
+    owner, _ = database
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVAULT_")} | {"MEMVAULT_DATABASE_URL": owner}
+    memvault = str(Path(sys.executable).with_name("memvault"))
+    logs = [tmp_path / f"migrate-{i}.log" for i in range(3)]
+    procs = []
+    for log in logs:
+        with log.open("wb") as sink:
+            procs.append(subprocess.Popen([memvault, "migrate"], env=env, stdout=sink, stderr=subprocess.STDOUT))
+    codes = [p.wait(timeout=300) for p in procs]
+    assert codes == [0, 0, 0], "\n".join(log.read_text()[-3000:] for log in logs)
+    from memvault.db import migrate
+    from memvault.db.urls import resolve
+
+    head = migrate.current_revision(resolve(owner, None, "memvault_app", embedded=False).owner)
+    assert all(f"database at revision {head}" in log.read_text() for log in logs)
