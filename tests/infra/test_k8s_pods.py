@@ -109,7 +109,7 @@ def with_option(argv: list[str], option: str, value: str) -> list[str]:
     return argv
 
 
-def wait_for(url: str, pods: list[Pod], timeout: float = 150.0, **kwargs: object) -> httpx.Response:
+def wait_for(url: str, pods: list[Pod], timeout: float = 240.0, **kwargs: object) -> httpx.Response:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for pod in pods:
