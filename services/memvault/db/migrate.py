@@ -20,8 +20,24 @@ def alembic_config(owner_url: URL, app_role: str) -> Config:
     return cfg
 
 
+# Issue 26 (Kubernetes): the migrate Job and api replicas starting at once (`memvault serve`
+# upgrades too) would each run the same migration, and all but one fail. A session-level advisory
+# lock makes the later ones wait, then find the schema at head. The key spells "memvault".
+MIGRATION_LOCK = int.from_bytes(b"memvault", "big")
+
+
 def upgrade(owner_url: URL, app_role: str, *, allow_login: bool = False) -> None:
-    command.upgrade(alembic_config(owner_url, app_role), "head")
+    lock_engine = create_engine(owner_url, poolclass=pool.NullPool)
+    try:
+        # Autocommit: the waiting session holds no snapshot that a migration would wait for.
+        with lock_engine.connect().execution_options(isolation_level="AUTOCOMMIT") as lock:
+            lock.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
+            try:
+                command.upgrade(alembic_config(owner_url, app_role), "head")
+            finally:
+                lock.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": MIGRATION_LOCK})
+    finally:
+        lock_engine.dispose()
     if allow_login:
         # Only the embedded server lets the app role log in by itself (trust auth on a private
         # socket); on a managed server the operator creates the login and passes its URL.
