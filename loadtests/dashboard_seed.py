@@ -405,7 +405,7 @@ SELECT :t, :e, 'msg_' || md5(i::text), 'memory.created', :ns,
        at
 FROM generate_series(1, :n) i,
      LATERAL (SELECT now() - make_interval(secs => :days * 86400.0 * (:n - i) / :n) AS at) t,
-     LATERAL (SELECT CASE WHEN i % 97 = 0 THEN 'pending' WHEN i % 50 = 0 THEN 'failed' ELSE 'succeeded' END
+     LATERAL (SELECT CASE WHEN i % 97 = 80 THEN 'pending' WHEN i % 50 = 7 THEN 'failed' ELSE 'succeeded' END
               AS status) s
 """
 
