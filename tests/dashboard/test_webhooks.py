@@ -220,6 +220,34 @@ class TestCreateEditRotateDelete:
         assert (await api.get_webhook(tenant_a.principal, made.id)).failing_since == since
 
 
+async def test_a_disabled_endpoint_says_why(
+    signed_in: Browser, api: NamespaceAPI, tenant_a: Tenant, owner_db: psycopg.AsyncConnection[dict[str, Any]]
+) -> None:
+    """The sender's own reasons (it sets them as the owner: no page or REST call does)."""
+    since = datetime.now(UTC) - timedelta(days=3, hours=1)
+    shown = {
+        "gone": "the receiver answered 410 Gone",
+        "failing": "every delivery failed for 3 days (since",
+        "manual": "disabled by a member",
+    }
+    made = {}
+    for reason in shown:
+        hook = await api.create_webhook(
+            tenant_a.principal, WebhookIn(url=f"{HOOK}/{reason}", events=["memory.created"])
+        )
+        await owner_db.execute(
+            "UPDATE webhook_endpoints SET enabled = false, disabled_reason = %s, failing_since = %s WHERE id = %s",
+            (reason, since if reason == "failing" else None, hook.id),
+        )
+        made[reason] = hook.id
+    listing = await signed_in.get("/dashboard/webhooks")
+    for reason, words in shown.items():
+        row = re.search(rf'<tr id="webhook-{made[reason]}" class="ended">.*?</tr>', listing.text, re.S)
+        assert row and "disabled" in row.group(0) and words in row.group(0), reason
+        page = await signed_in.get(f"/dashboard/webhooks/{made[reason]}")
+        assert words in page.text and "pending deliveries wait until it is enabled" in page.text
+
+
 class TestDeliveriesLog:
     async def test_what_receivers_answered_is_shown_escaped(
         self,
