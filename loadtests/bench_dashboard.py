@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from dashboard_seed import PhraseBook, Seeded, seed, settle
+from dashboard_seed import PhraseBook, Seeded, add_webhooks, seed, settle, vacuum
 from harness import embedded_app, pct
 
 # Pages a visitor opens before signing in: measured without the session cookie.
@@ -46,6 +46,7 @@ ANONYMOUS = re.compile(r"^/dashboard/(signin|signup|sign-up|verify|invitations?|
 # A path parameter's value, by the first of these words found in "<segment before it> <its name>"
 # (/dashboard/members/{user_id} reads "members user_id": a member). Values are Seeded fields.
 VALUES: tuple[tuple[str, str], ...] = (
+    ("webhook", "endpoint_id"),
     ("memor", "memory_id"),
     ("job", "job_id"),
     ("invit", "invitation_id"),
@@ -61,6 +62,9 @@ VALUES: tuple[tuple[str, str], ...] = (
     ("name", "namespace"),
 )
 SEARCH_PARAMS = {"q", "query", "search"}
+# The app's own background work off while seeding and measuring (it would share the 2 cores): the
+# scheduler, the job sweep, and the webhook sender (which would try the seeded pending deliveries).
+QUIET = {"scheduler_interval_s": 0, "job_sweep_interval_s": 0, "webhook_sweep_interval_s": 0}
 # The explorer's own page (its namespace maybe in the path), not the pages it links to.
 EXPLORER = re.compile(r"/explorer(/\{[^}]+\})?$")
 NAMESPACE_PARAMS = {"ns", "namespace"}
@@ -201,13 +205,14 @@ async def prepared(folder: Path, memories: int, distinct: int | None = None) -> 
     found = Seeded.load(folder / "seed.json")
     if found is not None and found.memories == memories:
         print(f"reusing the tenant seeded in {folder} ({found.seconds:.0f} s to seed)", file=sys.stderr)
+        if not found.endpoint_id:
+            found = await _add_webhooks(folder, found)
         return found
     if (folder / "pg").exists():
         # A seed that stopped half-way (no seed.json): start again rather than measure a part.
         print(f"{folder}/pg holds no complete seed of {memories} memories: seeding it anew", file=sys.stderr)
         shutil.rmtree(folder / "pg")
-    settings = {"scheduler_interval_s": 0, "job_sweep_interval_s": 0}
-    async with embedded_app(keep=folder, wrap_embedder=PhraseBook, **settings) as stack:
+    async with embedded_app(keep=folder, wrap_embedder=PhraseBook, **QUIET) as stack:
         made = await seed(
             stack.api, stack.embedder, memories, distinct=distinct, say=lambda line: print(line, file=sys.stderr)
         )
@@ -217,6 +222,19 @@ async def prepared(folder: Path, memories: int, distinct: int | None = None) -> 
     made.seconds = round(made.seconds + time.perf_counter() - started, 1)
     made.save(folder / "seed.json")
     return made
+
+
+async def _add_webhooks(folder: Path, found: Seeded) -> Seeded:
+    """A seed saved before the webhooks pages, topped up with their endpoints and deliveries."""
+    import uuid
+
+    started = time.perf_counter()
+    async with embedded_app(keep=folder, **QUIET) as stack:
+        found.endpoint_id = await add_webhooks(stack.api, uuid.UUID(found.tenant_id))
+        await asyncio.to_thread(vacuum, stack.urls.owner, ("webhook_endpoints", "webhook_deliveries"))
+    print(f"added webhooks to the seed in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    found.save(folder / "seed.json")
+    return found
 
 
 async def main() -> int:
@@ -235,8 +253,7 @@ async def main() -> int:
     folder = _data_dir(args)
     seeded = await prepared(folder, args.memories, args.sentences)
     load_before = os.getloadavg()
-    settings = {"scheduler_interval_s": 0, "job_sweep_interval_s": 0}
-    async with embedded_app(keep=folder, **settings) as stack:
+    async with embedded_app(keep=folder, **QUIET) as stack:
         pages = await measure(stack, seeded, args.rounds, args.warmup)
     load_after = os.getloadavg()
 

@@ -130,10 +130,7 @@ async def main() -> int:
         f"| small batch, embedding only (median of {len(embed_alone)} / {len(embed_beside)}) "
         f"| {e_alone:.0f} ms | {e_beside:.0f} ms | **{e_beside / e_alone:.2f}x** |"
     )
-    print(
-        f"| big batch, store_many | {big_alone_s:.1f} s | {big_beside_s:.1f} s "
-        f"| {big_beside_s / big_alone_s:.2f}x |"
-    )
+    print(f"| big batch, store_many | {big_alone_s:.1f} s | {big_beside_s:.1f} s | {big_beside_s / big_alone_s:.2f}x |")
     print(
         f"\nLone caller, {len(texts)} of the long texts: sliced into turns {sliced_s:.2f} s, "
         f"one plain encode() {encode_s:.2f} s ({sliced_s / encode_s:.2f}x)"

@@ -1,8 +1,8 @@
 """A tenant as the account dashboard sees one after months of use: one large namespace (N memories
 with their word index, history, some supersession chains, entity links, tentative and archived
 rows) beside a few small ones, API keys, members and an invitation, connected apps, jobs, 30 days
-of hourly usage and an audit log. bench_dashboard.py measures its pages; infra/scripts/
-screenshots.py photographs them with a small N.
+of hourly usage, an audit log, and webhook endpoints with a deliveries log. bench_dashboard.py
+measures its pages; infra/scripts/screenshots.py photographs them with a small N.
 
 Memories go through the facade's batch write (rows, memory_terms by its trigger, history, audit,
 metering, entity links: what a real write leaves). Only the embedding is short-cut: the model
@@ -63,6 +63,9 @@ class Seeded:
     user_id: str
     seconds: float
     embed_texts_per_s: float
+    # The webhooks pages came later (issue 31): a seed saved before them has none until
+    # add_webhooks tops it up (bench_dashboard.py does, rather than seed everything again).
+    endpoint_id: str = ""
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self), indent=2))
@@ -347,6 +350,66 @@ async def _audit(api: Any, tenant_id: uuid.UUID, namespace_id: uuid.UUID, key_id
             )  # fmt: skip
 
 
+WEBHOOK_URL = "https://hooks.acme-robotics.example/memvault"
+# The main endpoint's log, whatever N: a busy endpoint's month (its pages read one page of it by
+# index, and this is what shows it).
+DELIVERIES = 100_000
+
+
+async def add_webhooks(api: Any, tenant_id: uuid.UUID, n: int = DELIVERIES) -> str:
+    """Three endpoints (one disabled, one limited to a small namespace) and, for the main one, the
+    deliveries log ``n`` memory.created events leave over USAGE_DAYS: most succeeded, one
+    in 50 failed with the receiver's answer, one in 97 pending (backing off, due later, so a sender
+    started on this database later takes none at once). Written as the sender leaves the rows (no
+    sender runs here); the main endpoint's id."""
+    from sqlalchemy import text
+
+    from memvault.principal import Principal
+    from memvault.webhooks.schemas import WebhookIn, WebhookPatch
+
+    p = Principal.system(tenant_id, subject="bench")
+    main = await api.create_webhook(
+        p,
+        WebhookIn(
+            url=WEBHOOK_URL,
+            events=["memory.created", "memory.updated", "memory.deleted", "job.failed"],
+            description="the assistant's cache refresher",
+        ),
+    )
+    await api.create_webhook(
+        p, WebhookIn(url=WEBHOOK_URL + "/support", events=["forget.completed"], namespaces=[SMALL_NAMESPACES[0]])
+    )
+    gone = await api.create_webhook(p, WebhookIn(url=WEBHOOK_URL + "/old", events=["quota.warning"]))
+    await api.update_webhook(p, gone.id, WebhookPatch(enabled=False))
+    async with api._db.tenant_tx(tenant_id) as tx:
+        await tx.session.execute(
+            text(_DELIVERIES), {"t": tenant_id, "e": main.id, "n": n, "ns": NAMESPACE, "days": USAGE_DAYS}
+        )
+    return str(main.id)
+
+
+_DELIVERIES = """
+INSERT INTO webhook_deliveries (tenant_id, endpoint_id, message_id, event_type, namespace, payload, status,
+    attempts, next_attempt_at, last_attempt_at, response_status, response_excerpt, latency_ms, error, created_at)
+SELECT :t, :e, 'msg_' || md5(i::text), 'memory.created', :ns,
+       jsonb_build_object('type', 'memory.created', 'timestamp', at, 'data', jsonb_build_object('id', md5(i::text))),
+       s.status,
+       CASE s.status WHEN 'succeeded' THEN 1 WHEN 'failed' THEN 7 ELSE 3 END,
+       CASE s.status WHEN 'pending' THEN now() + interval '1 hour' ELSE at + interval '31 hours' END,
+       at + interval '1 second',
+       CASE s.status WHEN 'succeeded' THEN 200 ELSE 503 END,
+       CASE s.status WHEN 'succeeded' THEN '{"ok": true}' ELSE '<html><body><h1>503 Service Unavailable</h1>'
+            || '<p>The upstream is overloaded; try again later.</p></body></html>' END,
+       20 + (i * 37) % 400,
+       CASE s.status WHEN 'succeeded' THEN NULL ELSE 'HTTP 503' END,
+       at
+FROM generate_series(1, :n) i,
+     LATERAL (SELECT now() - make_interval(secs => :days * 86400.0 * (:n - i) / :n) AS at) t,
+     LATERAL (SELECT CASE WHEN i % 97 = 80 THEN 'pending' WHEN i % 50 = 7 THEN 'failed' ELSE 'succeeded' END
+              AS status) s
+"""
+
+
 async def seed(api: Any, book: PhraseBook, n: int, *, distinct: int | None = None, say: Any = print) -> Seeded:
     """Make the tenant (see the module's docstring) through the facade ``api`` whose embedder is
     ``book``; ``distinct``: how many of the corpus's sentences the memories say (the model embeds
@@ -377,6 +440,8 @@ async def seed(api: Any, book: PhraseBook, n: int, *, distinct: int | None = Non
     keys = [str(k.id) for k in (await api.list_keys(p, limit=50)).data]
     await _usage(api, tenant.id, keys, rng)
     await _audit(api, tenant.id, namespace.id, keys, n // 2)
+    # Last: an endpoint subscribed earlier would have queued a delivery for every write above.
+    endpoint_id = await add_webhooks(api, tenant.id)
     say(f"seeded the tenant in {time.perf_counter() - started:.0f} s")
     first = corpus().turns[0]
     return Seeded(
@@ -397,6 +462,7 @@ async def seed(api: Any, book: PhraseBook, n: int, *, distinct: int | None = Non
         user_id="user-1",
         seconds=round(time.perf_counter() - started, 1),
         embed_texts_per_s=round(rate, 1),
+        endpoint_id=endpoint_id,
     )
 
 
@@ -444,3 +510,12 @@ def settle(owner_url: Any, tenant_id: str) -> None:
             for statement in _AGE:
                 conn.execute(statement, {"t": tenant_id, "days": HISTORY_DAYS, "recent": USAGE_DAYS})
         conn.execute("VACUUM (ANALYZE)")
+
+
+def vacuum(owner_url: Any, tables: Sequence[str]) -> None:
+    """VACUUM ANALYZE these tables (rows added to a settled seed)."""
+    import psycopg
+
+    dsn = owner_url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"VACUUM (ANALYZE) {', '.join(tables)}")

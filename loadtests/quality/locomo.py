@@ -120,8 +120,7 @@ async def ingest(
     owned = {"scope": "user", "user_id": user_id} if user_id else {}
     dropped = {"session_id": None} if text_only else {}
     rows = [
-        MemoryIn(**{**m, **owned, **dropped}, entity_ids=[entity[m["metadata"]["speaker"]]])
-        for m in memories_of(conv)
+        MemoryIn(**{**m, **owned, **dropped}, entity_ids=[entity[m["metadata"]["speaker"]]]) for m in memories_of(conv)
     ]
     for i in range(0, len(rows), batch):
         await api.store_many(p, ns, rows[i : i + batch])

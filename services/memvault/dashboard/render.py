@@ -29,6 +29,7 @@ NAV: tuple[NavItem, ...] = (
     NavItem("keys", "/dashboard/keys", "API keys", "admin"),
     NavItem("members", "/dashboard/members", "Members", "admin"),
     NavItem("apps", "/dashboard/apps", "Connected apps", "admin"),
+    NavItem("webhooks", "/dashboard/webhooks", "Webhooks", "admin"),
     NavItem("jobs", "/dashboard/jobs", "Jobs"),
     NavItem("audit", "/dashboard/audit", "Audit log", "admin"),
     NavItem("usage", "/dashboard/usage", "Usage"),

@@ -16,8 +16,9 @@ from memvault.dashboard import (
     overview,
     signin,
     usage,
+    webhooks,
 )
 
 router = APIRouter(include_in_schema=False)
-for module in (signin, accounts, overview, usage, namespaces, explorer, keys, members, apps, jobs, audit):
+for module in (signin, accounts, overview, usage, namespaces, explorer, keys, members, apps, webhooks, jobs, audit):
     router.include_router(module.router)

@@ -8,7 +8,8 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ARRAY, Text, cast, delete, func, insert, select, text, update
+from sqlalchemy import ARRAY, Text, cast, delete, func, insert, select, text, true, update
+from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.db.pagination import newest_first
@@ -110,6 +111,30 @@ async def deliveries(
         s, stmt, WebhookDelivery.created_at, WebhookDelivery.id, limit=limit, cursor=cursor
     )
     return list(rows), next_cursor
+
+
+async def last_deliveries(
+    s: AsyncSession, tenant_id: uuid.UUID, endpoint_ids: list[uuid.UUID]
+) -> list[WebhookDelivery]:
+    """Each endpoint's newest delivery (the first row of its log), for those that have one: one
+    probe of ix_webhook_deliveries_endpoint per endpoint, however long each log is."""
+    if not endpoint_ids:
+        return []
+    wanted = (
+        func.unnest(cast(endpoint_ids, ARRAY(UUID(as_uuid=True))))
+        .table_valued("endpoint_id")
+        .render_derived(name="wanted")
+    )
+    newest = (
+        select(WebhookDelivery.id)
+        .where(WebhookDelivery.tenant_id == tenant_id, WebhookDelivery.endpoint_id == wanted.c.endpoint_id)
+        .order_by(WebhookDelivery.created_at.desc(), WebhookDelivery.id.desc())
+        .limit(1)
+        .lateral("newest")
+    )
+    ids = select(newest.c.id).select_from(wanted).join(newest, true())
+    stmt = select(WebhookDelivery).where(WebhookDelivery.tenant_id == tenant_id, WebhookDelivery.id.in_(ids))
+    return list((await s.scalars(stmt)).all())
 
 
 # One statement whatever the number of events and endpoints: the events travel as one JSON array

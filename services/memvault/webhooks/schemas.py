@@ -176,5 +176,14 @@ class DeliveryPage(BaseModel):
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
 
 
+class WebhookSummary(WebhookOut):
+    last_delivery: DeliveryOut | None = Field(description="The newest delivery (the first of its log), if any.")
+
+
+class WebhookSummaryPage(BaseModel):
+    data: list[WebhookSummary]
+    next_cursor: str | None
+
+
 class ReplayOut(BaseModel):
     requeued: int = Field(description="Events queued to be sent again (one each, however often they were sent).")

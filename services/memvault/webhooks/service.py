@@ -18,7 +18,7 @@ from memvault.plans.quotas import QuotaExceeded
 from memvault.plans.room import take_room
 from memvault.principal import Principal
 from memvault.webhooks import repository as repo
-from memvault.webhooks.models import WebhookEndpoint
+from memvault.webhooks.models import WebhookDelivery, WebhookEndpoint
 from memvault.webhooks.schemas import (
     DeliveryOut,
     DeliveryPage,
@@ -30,6 +30,8 @@ from memvault.webhooks.schemas import (
     WebhookPatch,
     WebhookReplayIn,
     WebhookRotateIn,
+    WebhookSummary,
+    WebhookSummaryPage,
     url_refusal,
 )
 
@@ -46,6 +48,12 @@ class WebhookNotFound(NotFound):
 class WebhookUrlRefused(InvalidInput):
     code = "webhook_url_refused"
     title = "Webhook URL refused"
+
+
+def _delivery_out(row: WebhookDelivery) -> DeliveryOut:
+    # A sent row keeps the due time of its last lease in the table; only a pending one is due again.
+    out = DeliveryOut.model_validate(row)
+    return out if row.status == "pending" else out.model_copy(update={"next_attempt_at": None})
 
 
 def new_secret() -> str:
@@ -112,6 +120,31 @@ class WebhookOps(FacadeBase):
                 tx.session, p.tenant_id, within=p.namespaces, limit=limit, cursor=cursor
             )
         return WebhookPage(data=[WebhookOut.model_validate(r) for r in rows], next_cursor=next_cursor)
+
+    @operation("read")
+    async def list_webhook_summaries(
+        self, p: Principal, *, limit: int = 50, cursor: str | None = None
+    ) -> WebhookSummaryPage:
+        """list_webhooks with each endpoint's newest delivery (how it last went), read in the same
+        transaction: the dashboard's list of endpoints."""
+        p.require("admin")
+        async with self._db.tenant_tx(p.tenant_id) as tx:
+            rows, next_cursor = await repo.page(
+                tx.session, p.tenant_id, within=p.namespaces, limit=limit, cursor=cursor
+            )
+            last = {d.endpoint_id: d for d in await repo.last_deliveries(tx.session, p.tenant_id, [r.id for r in rows])}
+        return WebhookSummaryPage(
+            data=[
+                WebhookSummary.model_validate(
+                    {
+                        **WebhookOut.model_validate(r).model_dump(),
+                        "last_delivery": _delivery_out(last[r.id]) if r.id in last else None,
+                    }
+                )
+                for r in rows
+            ],
+            next_cursor=next_cursor,
+        )
 
     @operation("read")
     async def get_webhook(self, p: Principal, endpoint_id: uuid.UUID) -> WebhookOut:
@@ -184,15 +217,7 @@ class WebhookOps(FacadeBase):
         async with self._db.tenant_tx(p.tenant_id) as tx:
             await self._webhook_endpoint(tx, p, endpoint_id)
             rows, next_cursor = await repo.deliveries(tx.session, p.tenant_id, endpoint_id, limit=limit, cursor=cursor)
-        return DeliveryPage(
-            data=[
-                DeliveryOut.model_validate(r).model_copy(
-                    update={"next_attempt_at": r.next_attempt_at if r.status == "pending" else None}
-                )
-                for r in rows
-            ],
-            next_cursor=next_cursor,
-        )
+        return DeliveryPage(data=[_delivery_out(r) for r in rows], next_cursor=next_cursor)
 
     @operation("write")
     async def replay_webhook(self, p: Principal, endpoint_id: uuid.UUID, body: WebhookReplayIn) -> ReplayOut:
