@@ -42,15 +42,16 @@ PAGE_SIZE = 50
 # One line on each event type beside its checkbox (docs/webhooks.md#events has the whole story).
 EVENT_HELP = {
     "memory.created": "a memory is stored",
-    "memory.updated": "a memory is changed or promoted",
-    "memory.superseded": "a keyed write replaced a memory",
-    "memory.archived": "a memory is archived",
+    "memory.updated": "a memory is changed, promoted or has duplicates merged into it",
+    "memory.superseded": "a keyed write or a merge replaced a memory",
+    "memory.archived": "a memory is archived (by hand, decay or a resolved contradiction)",
     "memory.deleted": "a memory is deleted (its id only)",
     "forget.completed": "a forget finished (counts only)",
     "events.extracted": "extraction from a conversation finished",
     "job.succeeded": "a background job succeeded",
     "job.failed": "a background job failed",
-    "quota.warning": "80 % or 100 % of the memories quota used",
+    "quota.warning": "80 % or 100 % of a quota used",
+    "webhook.disabled": "another endpoint was disabled (410, or 3 days failing)",
 }
 assert set(EVENT_HELP) == set(EVENT_TYPES)
 # How long the old secret keeps signing after a rotation: the choices the form offers.
