@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memvault.memories import repository as memories_repo
 from memvault.retrieval.hits import Hit
 from memvault.retrieval.plan import SearchPlan
-from memvault.retrieval.sql.hops import reached_rows
+from memvault.retrieval.sql import hops as hops_sql
 
 SEEDS = 3
 MAX_LINKS = 50
@@ -70,40 +70,44 @@ async def entity_hops(s: AsyncSession, plan: SearchPlan, hits: list[Hit], limit:
     if not seeds or plan.query_vector is None:
         return done(hits, {}, "skipped")
     named = list(plan.entities.named) if plan.entities else []
-    params = {
-        "hop_seeds": [h.memory.id for h in seeds],
-        "hop_exclude": [h.memory.id for h in hits],
-        "hop_named": named,
-        "hop_max_links": MAX_LINKS,
-        "hop_limit": MAX_ADDED * 4,
-        "hop_query_vector": plan.query_vector,
-        "hop_model_id": plan.model_id,
-        **memories_repo.read_parameters(plan.tenant_id, plan.namespace_id, plan.filters),
-    }
-    rows = await reached_rows(s, memories_repo.filter_form(plan.filters), params)
-    reached: list[Hit] = []
-    paths: dict[uuid.UUID, HopPath] = {}
-    for row in rows:
-        memory, entity_id, entity, seed_pos, cosine = row
-        seed = seeds[seed_pos - 1]
+    found = await hops_sql.bridges(s, plan.tenant_id, plan.namespace_id, [h.memory.id for h in seeds], named, MAX_LINKS)
+    if not found:
+        return done(hits, {}, "skipped")
+    # Each entity's path from the best seed linked to it.
+    position = {h.memory.id: i for i, h in enumerate(seeds)}
+    via: dict[uuid.UUID, tuple[Hit, str]] = {}
+    for seed_id, entity_id, name in sorted(found, key=lambda f: position[f[0]]):
+        via.setdefault(entity_id, (seeds[position[seed_id]], name))
+    rows = await hops_sql.reached(
+        s,
+        memories_repo.filter_form(plan.filters),
+        memories_repo.read_parameters(plan.tenant_id, plan.namespace_id, plan.filters),
+        bridge_ids=list(via),
+        exclude=[h.memory.id for h in hits],
+        query_vector=plan.query_vector,
+        model_id=plan.model_id,
+        limit=MAX_ADDED * 4,
+    )
+    best: dict[uuid.UUID, tuple[Hit, HopPath]] = {}
+    for memory, entity_id, cosine in rows:
+        seed, name = via[entity_id]
         seed_cos = seed.semantic_relevance or 0.0
         closeness = min(1.0, max(cosine, 0.0) / seed_cos) if seed_cos > 0 else 0.0
         score = round(seed.score * DECAY * (1 + closeness) / 2, 6)
-        if score <= 0:
+        # A memory reached through two bridges keeps its best path.
+        if score <= 0 or (memory.id in best and best[memory.id][0].score >= score):
             continue
-        reached.append(
-            Hit(
-                memory=memory,
-                score=score,
-                semantic_relevance=round(float(cosine), 6),
-                dense_rank=None,
-                lexical_rank=None,
-                lexical_score=None,
-                channels={},
-            )
+        hit = Hit(
+            memory=memory,
+            score=score,
+            semantic_relevance=round(cosine, 6),
+            dense_rank=None,
+            lexical_rank=None,
+            lexical_score=None,
         )
-        paths[memory.id] = HopPath(seed=seed.memory.id, entity_id=entity_id, entity=entity, cosine=float(cosine))
-    reached = sorted(reached, key=lambda h: -h.score)[:MAX_ADDED]
+        best[memory.id] = hit, HopPath(seed=seed.memory.id, entity_id=entity_id, entity=name, cosine=cosine)
+    reached = sorted((hit for hit, _ in best.values()), key=lambda h: -h.score)[:MAX_ADDED]
+    paths = {mid: path for mid, (_, path) in best.items()}
     if not reached:
         return done(hits, {}, "skipped")
     # Stable: at equal scores a first-stage hit stays ahead of a reached one.
