@@ -103,6 +103,25 @@ class TestEntityHop:
         assert hq not in ids(out)
         assert out["metrics"]["stages"]["hops"] == "skipped"
 
+    async def test_a_bridge_is_judged_by_its_own_links_not_the_tenants(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        # Many links in the tenant, all to another entity: Acme (two links) is still a bridge.
+        works, hq, _ = await company_story(client, tenant_a)
+        other = await entity(client, tenant_a, "Globex", type="organization")
+        r = await client.post(
+            BATCH,
+            json={"memories": [{"content": f"Globex memo number {i}", "entity_ids": [other]} for i in range(60)]},
+            headers=tenant_a.headers,
+        )
+        assert r.status_code == 201, r.text
+
+        out = await search(client, tenant_a, QUESTION, limit=LIMIT, hops=True)
+
+        assert works in ids(out)
+        assert hq in ids(out)
+        assert out["metrics"]["stages"]["hops"] == "ran"
+
     async def test_another_tenants_memories_are_never_reached(
         self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
     ) -> None:

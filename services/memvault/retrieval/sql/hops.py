@@ -14,7 +14,7 @@ import uuid
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Float, Integer, all_, any_, bindparam, cast, func, literal_column, select, true
+from sqlalchemy import Float, Integer, all_, any_, bindparam, cast, literal_column, select, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -42,16 +42,15 @@ MODEL_ID = bindparam("hop_model_id", type_=Memory.embedding_model.type)
 def _bridges_statement() -> Any:
     seed_link, any_link = aliased(MemoryEntity), aliased(MemoryEntity)
     # An entity linked to many memories (the user, a speaker in every turn) says nothing about
-    # which of them the question is after: its links are counted up to one past the limit.
-    links = (
-        select(func.count())
-        .select_from(
-            select(literal_column("1"))
-            .where(any_link.tenant_id == seed_link.tenant_id, any_link.entity_id == seed_link.entity_id)
-            .limit(MAX_LINKS + 1)
-            .subquery("some_links")
-        )
-        .scalar_subquery()
+    # which of them the question is after: it is a hub if it has a link past the limit (an
+    # index probe that stops there, however many links the entity has).
+    hub = (
+        select(literal_column("1"))
+        .where(any_link.tenant_id == seed_link.tenant_id, any_link.entity_id == seed_link.entity_id)
+        .offset(MAX_LINKS)
+        .limit(1)
+        .correlate(seed_link)
+        .exists()
     )
     return (
         select(seed_link.memory_id, seed_link.entity_id, Entity.name)
@@ -61,7 +60,7 @@ def _bridges_statement() -> Any:
             seed_link.memory_id == any_(SEEDS),
             seed_link.entity_id != all_(NAMED),
             Entity.namespace_id == NAMESPACE,
-            links <= MAX_LINKS,
+            ~hub,
         )
     )
 
