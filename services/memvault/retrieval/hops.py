@@ -16,9 +16,11 @@ evidence of a multi-hop question is the one that does not match the question. At
 and the list is cut to the request's limit again. Each carries ``signals.hop``: the seed, the
 entity, the cosine. Reading goes through the search's own read conditions (sql/hops.py).
 
-On LoCoMo (entities: the two speakers, linked to every turn) the hop finds no bridge and changes
-nothing; with entities extracted from the turns it lowered recall@10 by 0.00-0.01 (docs/_incoming/
-multihop.md). It is off unless asked for."""
+On LoCoMo the hop does not help: with the speakers as the only entities (hubs) it finds no
+bridge; with the rule extractor's entities linked to every turn it lowered recall@10 from 0.758
+to 0.740, every category falling (3 conversations, docs/benchmarks.md, "Multi-hop and
+open-domain"): LoCoMo's questions do not chain through entities, and what a hop reaches displaces
+evidence. It is off unless asked for."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ of the search's namespace, not named by the query, with few links: a few index p
 when there are some, ``reached`` (the memories linked to those, each read by its key under the
 search's read conditions). As one statement the planner was free to start from the memories and
 join the bridges to them: a scan of the namespace's rows (28 ms a search at 100,000 memories
-where the search itself took 95, docs/_incoming/multihop.md)."""
+where the search itself took 95, docs/benchmarks.md)."""
 
 from __future__ import annotations
 
