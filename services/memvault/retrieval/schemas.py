@@ -100,6 +100,12 @@ class SearchIn(Body):
         description="Also search by meaning with a hypothetical answer written by the configured query rewriter "
         "(HyDE). Default: when one is configured; false skips it. `metrics.stages` says what ran.",
     )
+    hops: bool = Field(
+        default=False,
+        description="Entity hop (multi-hop questions): memories linked to a specific entity of the best three hits "
+        "(not one the query names, not one linked to more than 50 memories) join the results, each below the hit "
+        "that led to it; `signals.hop` says how it was reached, `metrics.stages.hops` whether any joined.",
+    )
     entity_id: uuid.UUID | None = Field(default=None, description="Only memories linked to this entity.")
     entity: Annotated[str | None, Field(min_length=1, max_length=200), AfterValidator(no_nul)] = Field(
         default=None,
@@ -142,12 +148,23 @@ class ChannelSignal(BaseModel):
     value: float | None = Field(description="What the channel ranks by (cosine, text rank, decayed recency, ...).")
 
 
+class HopSignal(BaseModel):
+    from_memory: uuid.UUID = Field(description="The hit this memory was reached from.")
+    entity_id: uuid.UUID = Field(description="The entity both are linked to.")
+    entity: str = Field(description="That entity's name.")
+
+
 class Signals(BaseModel):
     dense_rank: int | None = Field(description="Rank among vector candidates; null if not a vector candidate.")
     lexical_rank: int | None = Field(description="Rank among full-text candidates; null if no word matched.")
     lexical_score: float | None
     channels: dict[str, ChannelSignal] = Field(
         default_factory=dict, description="Every channel that took part in the fusion, with its rank and value."
+    )
+    hop: HopSignal | None = Field(
+        default=None,
+        exclude_if=not_asked,
+        description="With `hops`: how a memory the first stage did not find was reached.",
     )
 
 
@@ -182,7 +199,8 @@ class SearchMetrics(BaseModel):
     stages: dict[str, str] = Field(
         default_factory=dict,
         description="The second stage: `rewrite` and `rerank`, each `ran`, `off` (the request said false), "
-        "`unconfigured`, `skipped` (nothing to act on) or `failed` (first-stage results served).",
+        "`unconfigured`, `skipped` (nothing to act on) or `failed` (first-stage results served); with `hops`, "
+        "`hops`: `ran` (reached memories joined) or `skipped`.",
     )
 
 

@@ -41,6 +41,7 @@ from memvault.retrieval.context import (
 )
 from memvault.retrieval.cues import QueryCues, analyse
 from memvault.retrieval.hits import Hit, matched_by
+from memvault.retrieval.hops import HopPath, entity_hops
 from memvault.retrieval.hybrid import hybrid_search
 from memvault.retrieval.kinds import MESSAGE_CHARS, EntityHit, Kind, MessageHit, TraceHit
 from memvault.retrieval.lexical import TermStats
@@ -48,6 +49,7 @@ from memvault.retrieval.plan import NamedEntities, SearchPlan
 from memvault.retrieval.schemas import (
     DEFAULT_FUSION,
     ChannelSignal,
+    HopSignal,
     SearchIn,
     SearchMetrics,
     SearchOut,
@@ -81,6 +83,7 @@ def _results(
     req: SearchIn,
     neighbours: dict[uuid.UUID, list[Memory]],
     contradicted: dict[uuid.UUID, list[uuid.UUID]],
+    paths: dict[uuid.UUID, HopPath],
 ) -> list[SearchResult]:
     return [
         SearchResult(
@@ -91,6 +94,7 @@ def _results(
                 lexical_rank=h.lexical_rank,
                 lexical_score=h.lexical_score,
                 channels={k: ChannelSignal(rank=r, value=v) for k, (r, v) in h.channels.items()},
+                hop=_hop_signal(paths.get(h.memory.id)),
             ),
             memory=memory_out(h.memory, ns),
             neighbours=[memory_out(m, ns) for m in neighbours[h.memory.id]] if req.neighbours else None,
@@ -98,6 +102,12 @@ def _results(
         )
         for h in hits
     ]
+
+
+def _hop_signal(path: HopPath | None) -> HopSignal | None:
+    if path is None:
+        return None
+    return HopSignal(from_memory=path.seed, entity_id=path.entity_id, entity=path.entity)
 
 
 class SearchOps(FacadeBase):
@@ -135,6 +145,14 @@ class SearchOps(FacadeBase):
                 if min_score_applied:
                     hits = [h for h in hits if (h.semantic_relevance or 0.0) >= req.min_score]  # type: ignore[operator]
                 reranking = second.reranking and bool(hits)
+                paths: dict[uuid.UUID, HopPath] = {}
+                hops_ms = 0.0
+                if req.hops:
+                    # Within the same transaction and read rules; before the cut to the limit
+                    # (or the reranker, which then orders the reached memories with the rest).
+                    hopped = await entity_hops(tx.session, plan, hits, len(hits) if reranking else req.limit)
+                    hits, paths, hops_ms = hopped.hits, hopped.paths, hopped.ms
+                    second.stages["hops"] = hopped.stage
                 neighbours: dict[uuid.UUID, list[Memory]] = {}
                 neighbours_ms = 0.0
                 if not reranking:
@@ -164,11 +182,12 @@ class SearchOps(FacadeBase):
         self._accesses.record(p.tenant_id, [h.memory.id for h in hits])
         entities = plan.entities or NamedEntities()
         out = SearchOut(
-            results=_results(hits, ns, req, neighbours, contradicted),
+            results=_results(hits, ns, req, neighbours, contradicted, paths),
             metrics=SearchMetrics(
                 timings_ms={
                     "embed": round(embed_ms, 2),
                     **outcome.timings_ms,
+                    **({"hops": round(hops_ms, 2)} if req.hops else {}),
                     **({"neighbours": round(neighbours_ms, 2)} if req.neighbours else {}),
                     **second.timings_ms,
                     "total": round((time.perf_counter() - started) * 1000, 2),
