@@ -64,8 +64,7 @@ class TestWithinTheSubject:
             ("Where did Ana Duarte live at first?", "Ana Duarte lives in Porto."),
             ("Where did Ana Duarte live in 2021?", "Ana Duarte moved from Porto to Berlin."),
             ("As of March 2017, where was Ana Duarte living?", "Ana Duarte lives in Porto."),
-            # Bruno's move is dated in May 2025, Ana's version in force then is from 2023.
-            ("As of May 2025, where was Ana Duarte living?", "Ana Duarte relocated to Lisbon."),
+            ("As of 1 June 2024, where was Ana Duarte living?", "Ana Duarte relocated to Lisbon."),
             ("Where did Ana Duarte live before moving to Berlin?", "Ana Duarte lives in Porto."),
             ("After leaving Berlin, where did Ana Duarte go?", "Ana Duarte relocated to Lisbon."),
         ],

@@ -31,11 +31,13 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
 NEWEST = re.compile(
     r"\b(latest|currently|current|now|nowadays|these days|this days|at the moment|at present|presently|"
     r"as things stand|as it stands|as of (now|today)|most recent(ly)?|newest|last time|still|anymore|any more|"
-    r"ended up|up to date|up-to-date|today|by now|so far|lately|recently)\b"
+    r"ended up|up to date|up-to-date|today|by now)\b"
 )
 OLDEST = re.compile(
     r"\b(first|firstly|originally|original|initially|initial|earliest|at first|in the beginning|"
-    r"at the (start|beginning|outset)|to (begin|start) with|used to|use to|back then|in the early days|"
+    r"at the (start|beginning|outset)|to (begin|start) with|used to|back then|in the early days|"
+    # "use to live", not "use to make" (what for).
+    r"use to (live|work|be|have|play|run|stay)|"
     r"start(ed)? out|started with|start with|begin with|began with|from the start|way back|"
     r"start(ed)? (his|her|their|my|your|our) (career|job|life)|the (original|first) one)\b"
 )
@@ -47,10 +49,9 @@ NOT_TIME = re.compile(
     r"\b(now that|now and (then|again)|from now on|just now|every now|until now|up (un)?til now|"
     r"first (name|names|aid|glance|sight|class|place|prize|person|hand|of all|thing|time ever)|first-\w+|"
     r"firsthand|current (account|accounts|affairs)|electric current|ocean currents?|(stand|sit|stay|hold) still|"
-    r"still life|still water|the day (before|after)|after all|before long|ever after|happily ever)\b"
+    r"still life|still water|the day (before|after)|after all|before long|ever after|happily ever|"
+    r"after (a|some) (long |short )?(time|while))\b"
 )
-# A date named as the time a state held: "as of March 2021", "as at 4 May 2020".
-AS_OF = re.compile(r"\bas (of|at)\s+(\d|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)")
 # "before / after <event>": the version just before or after the one the event names. A date as the
 # event ("before March 2021") anchors on the date; words anchor on the first memory that says them.
 RELATIVE_EVENT = re.compile(r"\b(before|after|prior to|since leaving|since moving)\s+(.+)$")
@@ -169,8 +170,6 @@ class QueryCues:
     relative: Literal["before", "after"] | None = None
     event: tuple[str, ...] = ()
     event_at: datetime | None = None
-    # The window was named as "as of <date>": what held then, not what happened in it.
-    as_of: bool = False
 
     @property
     def timeline(self) -> bool:
@@ -179,9 +178,9 @@ class QueryCues:
 
     @property
     def fused_window(self) -> bool:
-        """A window that ranks in the fusion as before ("what did we ship in March": whatever is
-        dated in it, about anyone); the timeline only steps in when nothing is."""
-        return self.window is not None and not self.as_of
+        """A window ranks in the fusion as before ("what did we ship in March", "as of 1 May":
+        whatever is dated in it, about anyone); the timeline only steps in when nothing is."""
+        return self.window is not None
 
     def describe(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -191,8 +190,6 @@ class QueryCues:
             out["order"] = self.order
         if self.window:
             out["window"] = f"{self.window[0].isoformat()}/{self.window[1].isoformat()}"
-        if self.as_of:
-            out["as_of"] = "true"
         if self.relative:
             out["relative"] = self.relative
             out["event"] = self.event_at.isoformat() if self.event_at else " ".join(self.event)
@@ -213,7 +210,7 @@ def analyse(query: str, reference_time: datetime | None = None) -> QueryCues:
     if window is None:
         # Oldest first: "what did she use to do before the change" says both "used to" and nothing newer.
         order = "oldest" if OLDEST.search(timed) else "newest" if NEWEST.search(timed) else None
-    return QueryCues(intent=intent, order=order, window=window, as_of=window is not None and bool(AS_OF.search(q)))
+    return QueryCues(intent=intent, order=order, window=window)
 
 
 def stem(word: str) -> str:
@@ -241,10 +238,9 @@ def relative_event(q: str, ref: datetime) -> tuple[Literal["before", "after"], t
         return None
     which: Literal["before", "after"] = "after" if m.group(1).startswith(("after", "since")) else "before"
     rest = m.group(1).split()[1] + " " + m.group(2) if m.group(1).startswith("since") else m.group(2)
-    # A date first, commas and all ("before August 3, 2023"); "before 2020" names a year without the
-    # preposition a bare year needs elsewhere.
-    if window := date_window(f"in {rest}", ref):
-        return which, (), window[0] if which == "before" else window[1]
+    # A date is a window, not an event ("the week before 16 November 2023"): read as ever.
+    if date_window(f"in {rest}", ref):
+        return None
     # The event ends with its clause: "after leaving Osaka, where did she go" -> "leaving osaka".
     rest = re.split(r"[,;:?!]|\. ", rest)[0]
     event = tuple(dict.fromkeys(stem(w) for w in tokens(rest) if w not in EVENT_STOP and not w.isdigit()))
