@@ -52,8 +52,8 @@ NOT_TIME = re.compile(
     r"still life|still water|the day (before|after)|after all|before long|ever after|happily ever|"
     r"after (a|some) (long |short )?(time|while))\b"
 )
-# "before / after <event>": the version just before or after the one the event names. A date as the
-# event ("before March 2021") anchors on the date; words anchor on the first memory that says them.
+# "before / after <event>": the version just before or after the one the event names (the first
+# memory that says its words). A date there is read as a window instead, as it always was.
 RELATIVE_EVENT = re.compile(r"\b(before|after|prior to|since leaving|since moving)\s+(.+)$")
 # Words that never name an event ("before she moved to Lisbon": she, to). Kept short on purpose: a
 # common word in the event is harmless, it only has to be rarer among the subject's memories than
@@ -166,10 +166,9 @@ class QueryCues:
     intent: str | None = None
     order: Literal["newest", "oldest"] | None = None
     window: tuple[datetime, datetime] | None = None  # [start, end) in UTC
-    # "before / after <event>": which, and the event's words (stemmed) or, for a date, its time.
+    # "before / after <event>": which, and the event's words (stemmed).
     relative: Literal["before", "after"] | None = None
     event: tuple[str, ...] = ()
-    event_at: datetime | None = None
 
     @property
     def timeline(self) -> bool:
@@ -192,7 +191,7 @@ class QueryCues:
             out["window"] = f"{self.window[0].isoformat()}/{self.window[1].isoformat()}"
         if self.relative:
             out["relative"] = self.relative
-            out["event"] = self.event_at.isoformat() if self.event_at else " ".join(self.event)
+            out["event"] = " ".join(self.event)
         return out
 
 
@@ -204,7 +203,7 @@ def analyse(query: str, reference_time: datetime | None = None) -> QueryCues:
     if BEFORE_ALL.search(timed):
         return QueryCues(intent=intent, order="oldest")
     if relative := relative_event(timed, ref):
-        return QueryCues(intent=intent, relative=relative[0], event=relative[1], event_at=relative[2])
+        return QueryCues(intent=intent, relative=relative[0], event=relative[1])
     window = date_window(q, ref)
     order: Literal["newest", "oldest"] | None = None
     if window is None:
@@ -230,9 +229,9 @@ def words_of(text: str) -> set[str]:
     return {stem(w) for w in tokens(text)}
 
 
-def relative_event(q: str, ref: datetime) -> tuple[Literal["before", "after"], tuple[str, ...], datetime | None] | None:
-    """("before" or "after", the event's words, the event's time if it is a date) for "... before
-    <event>", "after <event>"; None when the event says nothing ("before that", "after it")."""
+def relative_event(q: str, ref: datetime) -> tuple[Literal["before", "after"], tuple[str, ...]] | None:
+    """("before" or "after", the event's words) for "... before <event>", "after <event>"; None
+    when the event says nothing ("before that", "after it") or is a date (a window)."""
     m = RELATIVE_EVENT.search(q)
     if m is None:
         return None
@@ -244,7 +243,7 @@ def relative_event(q: str, ref: datetime) -> tuple[Literal["before", "after"], t
     # The event ends with its clause: "after leaving Osaka, where did she go" -> "leaving osaka".
     rest = re.split(r"[,;:?!]|\. ", rest)[0]
     event = tuple(dict.fromkeys(stem(w) for w in tokens(rest) if w not in EVENT_STOP and not w.isdigit()))
-    return (which, event, None) if event else None
+    return (which, event) if event else None
 
 
 def _day(y: int, m: int, d: int) -> datetime:

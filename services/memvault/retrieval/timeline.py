@@ -7,13 +7,13 @@ of one fact. Time re-orders those among the places they already hold; every othe
 place, so a time cue never pulls in an off-subject memory, and a query without one is untouched.
 
 - ``newest`` / ``oldest``: the versions by date, newest or oldest first;
-- a window ("in 2019", "on 13 October"): ranked in the fusion as before, the hits dated in it
-  first whoever they are about, as an event question asks ("what did Melanie show Caroline on 13
-  October"); if none is, or the date is given "as of March 2021" (what held then), the subject's
-  version in force when it began (the latest dated before it);
-- ``before`` / ``after`` an event: the version just before or after the event's time. An event
-  given as words is the first version that says the rarest of them (the version that introduced
-  "Lisbon", not the later one that says she left it); one given as a date is that date.
+- a window ("in 2019", "as of 1 May 2023", "on 13 October"): ranked in the fusion as before, the
+  hits dated in it first whoever they are about, as an event question asks ("what did Melanie
+  show Caroline on 13 October"); only if none is, the subject's version in force when it began
+  (the latest dated before it), as "where did Ana live in 2019" asks;
+- ``before`` / ``after`` an event: the version just before or after the event, which is the first
+  version that says the rarest of its words (the version that introduced "Lisbon", not the later
+  one that says she left it). A date there is a window ("the week before 16 November").
 
 A memory's date is its ``valid_from``, else when it was stored (memories.repository.date_of).
 """
@@ -167,12 +167,12 @@ def _order(cues: QueryCues, members: list[Hit]) -> tuple[list[Hit], int] | None:
             # Nothing dated in it: the version in force when it began.
             chosen = [h for h in by_date if date_of(h) < start][-1:]
     elif cues.relative is not None:
-        at = cues.event_at if cues.event_at is not None else _event_time(cues.event, by_date)
+        at = _event_time(cues.event, by_date)
         if at is not None and cues.relative == "before":
             chosen = [h for h in by_date if date_of(h) < at][-1:]
         elif at is not None:
-            # An event's own version is not after it; a date's day is.
-            chosen = [h for h in by_date if date_of(h) > at or (cues.event_at is not None and date_of(h) == at)][:1]
+            # The event's own version is not after it.
+            chosen = [h for h in by_date if date_of(h) > at][:1]
     if not chosen:
         return None
     return chosen + [h for h in members if h not in chosen], len(chosen)
