@@ -563,8 +563,8 @@ def generate(seed: int, n_subjects: int) -> Dataset:
                 when = _when(rng, versions[k].valid_from, end)
                 if when is not None:
                     phrase = when[0]
-                    kind = "as-of" if phrase.startswith("as of") else "in-period"
-                    ask(kind, attr.as_of, versions[k], when=phrase, When=phrase[0].upper() + phrase[1:])
+                    asked = "as-of" if phrase.startswith("as of") else "in-period"
+                    ask(asked, attr.as_of, versions[k], when=phrase, When=phrase[0].upper() + phrase[1:])
             k = rng.randrange(1, n)
             ask("before/after", attr.before, versions[k - 1], v=values[k])
             k = rng.randrange(0, n - 1)
