@@ -24,8 +24,109 @@ INTENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("task", re.compile(r"\b(todo|to-do|to do|need to|needs to|remind|reminder|pending)\b")),
     ("event", re.compile(r"\b(when|what date|what day|what time)\b")),
 )
-NEWEST = re.compile(r"\b(latest|currently|current|now|nowadays|these days|most recent(ly)?|newest|last time)\b")
-OLDEST = re.compile(r"\b(first|originally|initially|earliest|at first|in the beginning)\b")
+# Order cues: the ways people ask for the newest or the oldest version of a fact. Each phrase is
+# checked after NOT_TIME has blanked the idioms that share its words ("now that I think of it",
+# "first aid", "current account"), so that they carry no cue. tests/retrieval/test_cues.py holds
+# the table of phrasings.
+NEWEST = re.compile(
+    r"\b(latest|currently|current|now|nowadays|these days|this days|at the moment|at present|presently|"
+    r"as things stand|as it stands|as of (now|today)|most recent(ly)?|newest|last time|still|anymore|any more|"
+    r"ended up|up to date|up-to-date|today|by now)\b"
+)
+OLDEST = re.compile(
+    r"\b(first|firstly|originally|original|initially|initial|earliest|at first|in the beginning|"
+    r"at the (start|beginning|outset)|to (begin|start) with|used to|back then|in the early days|"
+    # "use to live", not "use to make" (what for).
+    r"use to (live|work|be|have|play|run|stay)|"
+    r"start(ed)? out|started with|start with|begin with|began with|from the start|way back|"
+    r"start(ed)? (his|her|their|my|your|our) (career|job|life)|the (original|first) one)\b"
+)
+# "before the change" asks for the first version, not for the one before an event.
+BEFORE_ALL = re.compile(
+    r"\bbefore (the|any|all( of)? the|every|all) (changes?|switch(es)?|moves?|migrations?|that changed)\b"
+)
+NOT_TIME = re.compile(
+    r"\b(now that|now and (then|again)|from now on|just now|every now|until now|up (un)?til now|"
+    r"first (name|names|aid|glance|sight|class|place|prize|person|hand|of all|thing|time ever)|first-\w+|"
+    r"firsthand|current (account|accounts|affairs)|electric current|ocean currents?|(stand|sit|stay|hold) still|"
+    r"still life|still water|the day (before|after)|after all|before long|ever after|happily ever|"
+    r"after (a|some) (long |short )?(time|while))\b"
+)
+# "before / after <event>": the version just before or after the one the event names (the first
+# memory that says its words). A date there is read as a window instead, as it always was.
+RELATIVE_EVENT = re.compile(r"\b(before|after|prior to|since leaving|since moving)\s+(.+)$")
+# Words that never name an event ("before she moved to Lisbon": she, to). Kept short on purpose: a
+# common word in the event is harmless, it only has to be rarer among the subject's memories than
+# the word that names the version.
+EVENT_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "to",
+        "from",
+        "of",
+        "in",
+        "on",
+        "at",
+        "for",
+        "with",
+        "by",
+        "into",
+        "onto",
+        "and",
+        "or",
+        "but",
+        "he",
+        "she",
+        "they",
+        "it",
+        "we",
+        "i",
+        "you",
+        "his",
+        "her",
+        "their",
+        "its",
+        "our",
+        "my",
+        "your",
+        "him",
+        "them",
+        "us",
+        "me",
+        "this",
+        "that",
+        "these",
+        "those",
+        "was",
+        "were",
+        "is",
+        "are",
+        "be",
+        "been",
+        "being",
+        "did",
+        "do",
+        "does",
+        "had",
+        "has",
+        "have",
+        "then",
+        "there",
+        "where",
+        "which",
+        "who",
+        "what",
+        "when",
+        "how",
+        "why",
+        "all",
+        "any",
+        "some",
+        "one",
+    ]
+)
 
 MONTHS = {
     m: i + 1
@@ -48,6 +149,7 @@ MONTHS = {
     for m in names
 }
 _MONTH = r"(" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\.?"
+ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH},?\s+(\d{{4}})\b")
 MONTH_DAY_YEAR = re.compile(rf"\b{_MONTH}\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
 MONTH_YEAR = re.compile(rf"\b(?:in|during|of|since)?\s*{_MONTH},?\s+(\d{{4}})\b")
@@ -64,6 +166,20 @@ class QueryCues:
     intent: str | None = None
     order: Literal["newest", "oldest"] | None = None
     window: tuple[datetime, datetime] | None = None  # [start, end) in UTC
+    # "before / after <event>": which, and the event's words (stemmed).
+    relative: Literal["before", "after"] | None = None
+    event: tuple[str, ...] = ()
+
+    @property
+    def timeline(self) -> bool:
+        """A cue the timeline answers (retrieval/timeline.py): it orders the subject's versions."""
+        return self.order is not None or self.window is not None or self.relative is not None
+
+    @property
+    def fused_window(self) -> bool:
+        """A window ranks in the fusion as before ("what did we ship in March", "as of 1 May":
+        whatever is dated in it, about anyone); the timeline only steps in when nothing is."""
+        return self.window is not None
 
     def describe(self) -> dict[str, str]:
         out: dict[str, str] = {}
@@ -73,6 +189,9 @@ class QueryCues:
             out["order"] = self.order
         if self.window:
             out["window"] = f"{self.window[0].isoformat()}/{self.window[1].isoformat()}"
+        if self.relative:
+            out["relative"] = self.relative
+            out["event"] = " ".join(self.event)
         return out
 
 
@@ -80,11 +199,51 @@ def analyse(query: str, reference_time: datetime | None = None) -> QueryCues:
     q = " ".join(query.lower().split())
     ref = (reference_time or datetime.now(UTC)).astimezone(UTC)
     intent = next((name for name, pattern in INTENTS if pattern.search(q)), None)
+    timed = NOT_TIME.sub(" ", q)
+    if BEFORE_ALL.search(timed):
+        return QueryCues(intent=intent, order="oldest")
+    if relative := relative_event(timed, ref):
+        return QueryCues(intent=intent, relative=relative[0], event=relative[1])
     window = date_window(q, ref)
     order: Literal["newest", "oldest"] | None = None
     if window is None:
-        order = "newest" if NEWEST.search(q) else "oldest" if OLDEST.search(q) else None
+        # Oldest first: "what did she use to do before the change" says both "used to" and nothing newer.
+        order = "oldest" if OLDEST.search(timed) else "newest" if NEWEST.search(timed) else None
     return QueryCues(intent=intent, order=order, window=window)
+
+
+def stem(word: str) -> str:
+    """A crude stem, enough to match an event's words with a memory's: moving, moved, move -> mov."""
+    for suffix in ("ing", "ed", "es", "e", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def tokens(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9][a-z0-9.+#-]*[a-z0-9+#]|[a-z0-9]", text.lower())
+
+
+def words_of(text: str) -> set[str]:
+    """A text's words, stemmed: what an event's words are looked for in."""
+    return {stem(w) for w in tokens(text)}
+
+
+def relative_event(q: str, ref: datetime) -> tuple[Literal["before", "after"], tuple[str, ...]] | None:
+    """("before" or "after", the event's words) for "... before <event>", "after <event>"; None
+    when the event says nothing ("before that", "after it") or is a date (a window)."""
+    m = RELATIVE_EVENT.search(q)
+    if m is None:
+        return None
+    which: Literal["before", "after"] = "after" if m.group(1).startswith(("after", "since")) else "before"
+    rest = m.group(1).split()[1] + " " + m.group(2) if m.group(1).startswith("since") else m.group(2)
+    # A date is a window, not an event ("the week before 16 November 2023"): read as ever.
+    if date_window(f"in {rest}", ref):
+        return None
+    # The event ends with its clause: "after leaving Osaka, where did she go" -> "leaving osaka".
+    rest = re.split(r"[,;:?!]|\. ", rest)[0]
+    event = tuple(dict.fromkeys(stem(w) for w in tokens(rest) if w not in EVENT_STOP and not w.isdigit()))
+    return (which, event) if event else None
 
 
 def _day(y: int, m: int, d: int) -> datetime:
@@ -112,6 +271,9 @@ def date_window(q: str, ref: datetime) -> tuple[datetime, datetime] | None:
 
 def _window(q: str, ref: datetime) -> tuple[datetime, datetime] | None:
     today = _day(ref.year, ref.month, ref.day)
+    if m := ISO_DAY.search(q):
+        start = _day(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        return start, start + timedelta(days=1)
     if m := DAY_MONTH_YEAR.search(q):
         start = _day(int(m.group(3)), MONTHS[m.group(2)], int(m.group(1)))
         return start, start + timedelta(days=1)

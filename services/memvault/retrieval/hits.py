@@ -36,3 +36,5 @@ class SearchOutcome:
     fusion: str = "rrf"
     timings_ms: dict[str, float] = field(default_factory=dict)
     backend_failures: list[str] = field(default_factory=list)
+    # What a time cue did (retrieval/timeline.py), for metrics.cues.
+    cues: dict[str, str] = field(default_factory=dict)

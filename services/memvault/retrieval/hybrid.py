@@ -14,13 +14,15 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.retrieval import timeline
 from memvault.retrieval.hits import Hit, SearchOutcome
 from memvault.retrieval.plan import SearchPlan
 from memvault.retrieval.sql.common import RRF_K
 from memvault.retrieval.sql.fusion import Statement
 from memvault.retrieval.sql.settings import search_settings
-from memvault.retrieval.sql.shape import Channels, channels_of, parameters, shape_of
+from memvault.retrieval.sql.shape import Channels, channels_of, parameters, shape_of, timeline_cue, timeline_on
 from memvault.retrieval.sql.statement import search_rows, statement_for
+from memvault.retrieval.sql.timeline import vectors as hit_vectors
 
 
 async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
@@ -36,10 +38,24 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
     shape = shape_of(plan, channels)
     prepared = statement_for(shape)
     settings = None if plan.settings_set else search_settings(plan.filters, plan.candidates)
-    rows = await search_rows(s, prepared, parameters(plan, channels, shape), settings)
+    params = parameters(plan, channels, shape)
+    # The cues the timeline answers, if it does (retrieval/timeline.py).
+    timed = plan.cues if timeline_on(plan, channels) else None
+    if timed is not None:
+        if timeline_cue(plan, channels):
+            # Time re-orders the fused hits within their subject, not in the fusion.
+            channels.used.pop("time")
+        params["limit"] = timeline.fetch(plan.limit)
+    rows = await search_rows(s, prepared, params, settings)
     if channels.active["context"] and not any(row._mapping["n_near"] for row in rows):
         channels.drop_context()
     hits, counts = _hits(rows, prepared, channels, plan.fusion)
+    explained: dict[str, str] = {}
+    if timed is not None:
+        # The subject is judged on the hits' vectors, read only when the window does not decide.
+        vectors = {} if timeline.window_decides(hits, timed) else await hit_vectors(s, hits[: timeline.FETCH])
+        arranged = timeline.arrange(plan.query, hits, timed, vectors, plan.limit)
+        hits, explained = arranged.hits, arranged.explained
     elapsed = (time.perf_counter() - started) * 1000
     return SearchOutcome(
         hits=hits,
@@ -47,6 +63,7 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
         weights=channels.used,
         fusion=plan.fusion,
         timings_ms={"sql": round(elapsed, 2)},
+        cues=explained,
     )
 
 

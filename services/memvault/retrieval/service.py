@@ -200,6 +200,7 @@ class SearchOps(FacadeBase):
                 fusion=outcome.fusion,
                 cues={
                     **(plan.cues or QueryCues()).describe(),
+                    **outcome.cues,
                     **({"entities": ", ".join(entities.names)} if entities.names else {}),
                 },
                 stages=second.stages,

@@ -102,7 +102,7 @@ def channels_of(plan: SearchPlan) -> Channels:
         "strength": True,
         "intent": cues.intent is not None,
         "graph": bool(plan.entities),
-        "time": cues.window is not None or cues.order is not None,
+        "time": cues.order is not None or cues.window is not None or cues.relative is not None,
         "context": True,  # until no candidate turns out to have a session neighbour
     }
     used = {name: w.get(name, 0.0) for name, on in active.items() if on and w.get(name, 0.0) > 0}
@@ -131,13 +131,25 @@ def shape_of(plan: SearchPlan, channels: Channels) -> Shape:
         bm25=bm25,
         live=memories_repo.live_read(filters),
         own_words=bm25 and plan.small_chain and owner_read(filters),
-        used=tuple(channels.used),
+        used=tuple(name for name in channels.used if name != "time" or not timeline_cue(plan, channels)),
         own=channels.own,
         fusion="weighted" if plan.fusion == "weighted" else "rrf",
         intent=cues.intent is not None,
         graph=bool(plan.entities),
-        time="window" if cues.window is not None else cues.order,
+        # A time cue re-orders within the subject after the fusion (retrieval/timeline.py): the
+        # statement neither ranks by time nor adds it to the fused score.
+        time=None if timeline_cue(plan, channels) else "window" if cues.window is not None else cues.order,
     )
+
+
+def timeline_on(plan: SearchPlan, channels: Channels) -> bool:
+    """The query has a time cue and the time channel has weight: the timeline acts on the hits."""
+    return plan.cues is not None and plan.cues.timeline and channels.weights.get("time", 0.0) > 0
+
+
+def timeline_cue(plan: SearchPlan, channels: Channels) -> bool:
+    """The timeline ranks by time in place of the fusion: every time cue but a plain window."""
+    return timeline_on(plan, channels) and plan.cues is not None and not plan.cues.fused_window
 
 
 def parameters(plan: SearchPlan, channels: Channels, shape: Shape) -> dict[str, Any]:

@@ -1,0 +1,225 @@
+"""Time cues answered within the question's subject (issue 30): "where does Ana live now" asks for
+the newest of Ana's memories about where she lives, not the newest memory that mentions a city.
+
+The fusion ranks the candidates without time. Then the subject is the best hit and the hits that
+match the question about as well as it does and say much the same thing (``subject``): the versions
+of one fact. Time re-orders those among the places they already hold; every other hit keeps its
+place, so a time cue never pulls in an off-subject memory, and a query without one is untouched.
+
+- ``newest`` / ``oldest``: the versions by date, newest or oldest first;
+- a window ("in 2019", "as of 1 May 2023", "on 13 October"): ranked in the fusion as before, the
+  hits dated in it first whoever they are about, as an event question asks ("what did Melanie
+  show Caroline on 13 October"); only if none is, the subject's version in force when it began
+  (the latest dated before it), as "where did Ana live in 2019" asks;
+- ``before`` / ``after`` an event: the version just before or after the event, which is the first
+  version that says the rarest of its words (the version that introduced "Lisbon", not the later
+  one that says she left it). A date there is a window ("the week before 16 November").
+
+A memory's date is its ``valid_from``, else when it was stored (memories.repository.date_of).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+from memvault.retrieval.cues import QueryCues, stem, tokens, words_of
+from memvault.retrieval.hits import Hit
+
+# Rows the first stage fetches when a time cue will re-order them: room for a subject's older
+# versions that rank below the page.
+FETCH = 20
+# A hit is of the subject if its fused score is at least this share of the best hit's, it says
+# every name the question and the best hit share, and its meaning is this close to the subject's
+# prototype: the mean vector of the best PROTOTYPE hits that pass the first two tests. Versions of
+# one fact differ in their values; their mean keeps what they share (the subject, the relation),
+# and the subject's other facts ("plays the cello" beside "moved to Lisbon") stay further from it
+# than from any single version. Chosen on loadtests/quality/evolving.py (seed 30), checked on
+# another seed (docs/benchmarks.md).
+SCORE_SHARE = 0.5
+PROTOTYPE = 3
+SIMILAR = 0.65
+# Capitalised words of a question that name no subject.
+NOT_NAMES = frozenset(
+    [
+        "where",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "how",
+        "when",
+        "why",
+        "does",
+        "did",
+        "do",
+        "is",
+        "are",
+        "was",
+        "were",
+        "as",
+        "in",
+        "before",
+        "after",
+        "initially",
+        "originally",
+        "during",
+        "back",
+        "at",
+        "since",
+        "the",
+        "a",
+        "an",
+        "has",
+        "have",
+        "had",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+    ]
+)
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9.'-]*")
+
+
+@dataclass(frozen=True)
+class Arranged:
+    hits: list[Hit]
+    # For metrics.cues: how many hits the subject had, and which one time put first.
+    explained: dict[str, str]
+
+
+def fetch(limit: int) -> int:
+    return max(limit, FETCH)
+
+
+def window_decides(hits: list[Hit], cues: QueryCues) -> bool:
+    """A plain window that some hit is dated in: the fusion ranked those first, as it always did."""
+    if not cues.fused_window or cues.window is None:
+        return False
+    start, end = cues.window
+    return any(start <= date_of(h) < end for h in hits)
+
+
+def date_of(hit: Hit) -> datetime:
+    m = hit.memory
+    return m.valid_from or m.created_at
+
+
+def _unit(v: list[float]) -> list[float]:
+    n = math.sqrt(sum(x * x for x in v)) or 1.0
+    return [x / n for x in v]
+
+
+def names_in(query: str, content: str) -> set[str]:
+    """The names a question gives that the best hit says too (lower-cased): "Carmen", "Fischer"."""
+    said = set(tokens(content))
+    return {
+        w.lower() for w in NAME.findall(query) if w[0].isupper() and w.lower() not in NOT_NAMES and w.lower() in said
+    }
+
+
+def subject(query: str, hits: list[Hit], vectors: dict[object, list[float]], event: tuple[str, ...] = ()) -> list[int]:
+    """Positions in ``hits`` of the best hit and the other versions of its fact. The names of an
+    event ("before joining Globex") are not the subject's: the versions before it do not say them."""
+    if not hits:
+        return []
+    top = hits[0]
+    names = {n for n in names_in(query, top.memory.content) if stem(n) not in event}
+    near = [0] + [
+        i
+        for i, h in enumerate(hits[1:], start=1)
+        if h.score >= SCORE_SHARE * top.score and names <= set(tokens(h.memory.content))
+    ]
+    known = [i for i in near if hits[i].memory.id in vectors]
+    if not known:
+        return [0]
+    head = [vectors[hits[i].memory.id] for i in known[:PROTOTYPE]]
+    proto = _unit([sum(xs) / len(head) for xs in zip(*head, strict=True)])
+    return [
+        i
+        for i in near
+        if i == 0
+        or (
+            hits[i].memory.id in vectors
+            and sum(a * b for a, b in zip(_unit(vectors[hits[i].memory.id]), proto, strict=True)) >= SIMILAR
+        )
+    ]
+
+
+def _order(cues: QueryCues, members: list[Hit]) -> tuple[list[Hit], int] | None:
+    """``members`` (best first) in the order the cue asks for, and how many of the first it picks
+    (the versions in a window, the one before an event); None if it says nothing of them."""
+    by_date = sorted(members, key=date_of)
+    if cues.order == "newest":
+        return by_date[::-1], len(members)
+    if cues.order == "oldest":
+        return by_date, len(members)
+    chosen: list[Hit] = []
+    if cues.window is not None:
+        start, end = cues.window
+        chosen = [h for h in members if start <= date_of(h) < end]
+        if not chosen:
+            # Nothing dated in it: the version in force when it began.
+            chosen = [h for h in by_date if date_of(h) < start][-1:]
+    elif cues.relative is not None:
+        at = _event_time(cues.event, by_date)
+        if at is not None and cues.relative == "before":
+            chosen = [h for h in by_date if date_of(h) < at][-1:]
+        elif at is not None:
+            # The event's own version is not after it.
+            chosen = [h for h in by_date if date_of(h) > at][:1]
+    if not chosen:
+        return None
+    return chosen + [h for h in members if h not in chosen], len(chosen)
+
+
+def _event_time(event: tuple[str, ...], by_date: list[Hit]) -> datetime | None:
+    """When the event happened: the date of the first version that says the event's rarest word
+    among the versions (one that all or none of them say tells nothing)."""
+    said = [words_of(h.memory.content) for h in by_date]
+    best: tuple[int, int, str] | None = None
+    for pos, word in enumerate(event):
+        n = sum(word in ws for ws in said)
+        if 0 < n < len(said):
+            # Rarest first; at a tie the later word: an event's object follows its verb.
+            key = (n, -pos, word)
+            best = key if best is None or key < best else best
+    if best is None:
+        return None
+    word = best[2]
+    return next(date_of(h) for h, ws in zip(by_date, said, strict=True) if word in ws)
+
+
+def arrange(query: str, hits: list[Hit], cues: QueryCues, vectors: dict[object, list[float]], limit: int) -> Arranged:
+    """``hits`` (fused without time, best first) with the subject's versions re-ordered as the
+    time cue asks, cut to ``limit``; each hit's ``time`` channel says its place among the versions."""
+    if window_decides(hits, cues):
+        return Arranged(hits=hits[:limit], explained={})
+    places = subject(query, hits, vectors, cues.event)
+    members = [hits[i] for i in places]
+    arranged = _order(cues, members) if len(members) > 1 else None
+    explained = {"subject": str(len(members))}
+    out = list(hits)
+    ordered, picked = arranged or (members, 0)
+    if arranged is not None:
+        for i, h in zip(places, ordered, strict=True):
+            out[i] = h
+        explained["time_first"] = date_of(ordered[0]).date().isoformat()
+    # The time channel of the subject's versions: a rank for those the cue picks (all of them, in
+    # order, for newest or oldest), the date as value (a window: 1 for the picked, else 0). Other
+    # hits are not the subject's: time says nothing of them.
+    window = cues.window is not None
+    for n, h in enumerate(ordered, start=1):
+        value = (1.0 if n <= picked else 0.0) if window else date_of(h).timestamp()
+        h.channels["time"] = (n if n <= picked else None, value)
+    in_subject = {id(h) for h in ordered}
+    for h in out:
+        # A plain window's value stays the fusion's (0: not dated in it).
+        if id(h) not in in_subject and not cues.fused_window:
+            h.channels["time"] = (None, None)
+    return Arranged(hits=out[:limit], explained=explained)

@@ -1,0 +1,92 @@
+"""Time cues within the question's subject (issue 30), through the app on the embedded PostgreSQL
+with the real MiniLM: a subject's versions of one fact, each its own memory with its own
+valid_from, beside another subject's newer and older memories of the same kind."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Tenant
+from tests.memories.test_router import search, store
+
+VERSIONS = [
+    ("Ana Duarte lives in Porto.", "2015-03-01T09:00:00Z"),
+    ("Ana Duarte moved from Porto to Berlin.", "2019-06-01T09:00:00Z"),
+    ("Ana Duarte relocated to Lisbon.", "2023-02-01T09:00:00Z"),
+]
+# Another subject's memories of the same kind: one newer than all of Ana's, one older.
+OTHERS = [
+    ("Bruno Holm moved to Oslo.", "2025-05-01T09:00:00Z"),
+    ("Bruno Holm lives in Dublin.", "2010-01-01T09:00:00Z"),
+]
+
+
+async def first(client: httpx.AsyncClient, tenant: Tenant, query: str) -> tuple[str, dict[str, Any]]:
+    out = await search(client, tenant, query, reference_time="2026-06-01T00:00:00Z")
+    return out["results"][0]["memory"]["content"], out
+
+
+@pytest.fixture
+async def stored(client: httpx.AsyncClient, tenant_a: Tenant) -> dict[str, str]:
+    ids = {}
+    for content, at in VERSIONS + OTHERS:
+        ids[content] = (await store(client, tenant_a, content, valid_from=at))["id"]
+    return ids
+
+
+class TestWithinTheSubject:
+    async def test_currently_is_the_subjects_newest_not_anyones(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, stored: dict[str, str]
+    ) -> None:
+        top, out = await first(client, tenant_a, "Where does Ana Duarte currently live?")
+        assert top == "Ana Duarte relocated to Lisbon."
+        assert out["metrics"]["cues"]["order"] == "newest"
+        assert int(out["metrics"]["cues"]["subject"]) == 3
+        channels = {r["memory"]["content"]: r["signals"]["channels"]["time"] for r in out["results"]}
+        assert channels["Ana Duarte relocated to Lisbon."]["rank"] == 1
+        # Bruno's newer move is no version of Ana's: time does not rank it.
+        assert channels["Bruno Holm moved to Oslo."]["rank"] is None
+
+    async def test_originally_is_the_subjects_oldest(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, stored: dict[str, str]
+    ) -> None:
+        top, out = await first(client, tenant_a, "Where did Ana Duarte originally live?")
+        assert top == "Ana Duarte lives in Porto."
+        assert out["metrics"]["cues"]["order"] == "oldest"
+
+    @pytest.mark.parametrize(
+        ("query", "expected"),
+        [
+            ("Where does Ana Duarte live these days?", "Ana Duarte relocated to Lisbon."),
+            ("Where did Ana Duarte live at first?", "Ana Duarte lives in Porto."),
+            ("Where did Ana Duarte live in 2021?", "Ana Duarte moved from Porto to Berlin."),
+            ("As of March 2017, where was Ana Duarte living?", "Ana Duarte lives in Porto."),
+            ("As of 1 June 2024, where was Ana Duarte living?", "Ana Duarte relocated to Lisbon."),
+            ("Where did Ana Duarte live before moving to Berlin?", "Ana Duarte lives in Porto."),
+            ("After leaving Berlin, where did Ana Duarte go?", "Ana Duarte relocated to Lisbon."),
+        ],
+    )
+    async def test_each_kind_of_cue(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, stored: dict[str, str], query: str, expected: str
+    ) -> None:
+        top, _ = await first(client, tenant_a, query)
+        assert top == expected
+
+    async def test_no_cue_no_time_channel_and_the_same_order(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, stored: dict[str, str]
+    ) -> None:
+        plain = await search(client, tenant_a, "Where does Ana Duarte live?")
+        off = await search(client, tenant_a, "Where does Ana Duarte live?", weights={"time": 0})
+        assert "time" not in plain["results"][0]["signals"]["channels"]
+        assert "subject" not in plain["metrics"]["cues"]
+        assert [r["memory"]["id"] for r in plain["results"]] == [r["memory"]["id"] for r in off["results"]]
+
+    async def test_weight_zero_turns_the_timeline_off(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, stored: dict[str, str]
+    ) -> None:
+        out = await search(client, tenant_a, "Where does Ana Duarte live now?", weights={"time": 0})
+        assert out["metrics"]["cues"]["order"] == "newest"  # read, but not acted on
+        assert "subject" not in out["metrics"]["cues"]
