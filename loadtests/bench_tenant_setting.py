@@ -4,10 +4,11 @@ propagates to its workers) against the ``set_config(..., true)`` it replaced (is
     PYTHONPATH=services .venv/bin/python loadtests/bench_tenant_setting.py [--rounds 2000] [--json FILE]
 
 An embedded PostgreSQL, migrated, with one tenant. Each round opens one app-role transaction per
-variant, in a new random order, sets the settings the way the variant does, reads one row through
+variant as the app does (a pooled session; the new variant is db/session.set_local itself), in a
+new random order, sets the settings the way the variant does, reads one row through
 row-level security (so a tenant that did not arrive would show) and commits; the time is the
 whole transaction's, from the client. Two shapes: the tenant alone (every request) and the tenant
-with a search's five settings (retrieval/sql/settings.py). Prints the median and p95 per variant
+with a search's four settings (retrieval/sql/settings.py). Prints the median and p95 per variant
 and the ratio of medians.
 """
 
@@ -24,10 +25,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvault.db import migrate
-from memvault.db.session import Database, set_local_sql
+from memvault.db.session import Database, set_local
 from memvault.db.urls import resolve
 from memvault.retrieval.sql.settings import search_settings
 
@@ -44,15 +45,16 @@ def set_config_sql(settings: Mapping[str, str]) -> tuple[str, dict[str, str]]:
     return "SELECT " + ", ".join(calls), params
 
 
-async def one(conn: AsyncConnection, variant: str, settings: Mapping[str, str]) -> float:
+async def one(sessions: async_sessionmaker[AsyncSession], variant: str, settings: Mapping[str, str]) -> float:
+    """One transaction the way the app opens one (db/session.py), with the variant's settings."""
     started = time.perf_counter()
-    async with conn.begin():
-        if variant == "set_config":
+    async with sessions() as s, s.begin():
+        if variant == "set_config":  # the replaced set_local(), as it was
             sql, params = set_config_sql(settings)
-            await conn.exec_driver_sql(sql, params)
+            await (await s.connection()).exec_driver_sql(sql, params)
         else:
-            await conn.exec_driver_sql(set_local_sql(settings))
-        count = (await conn.exec_driver_sql(READ)).scalar_one()
+            await set_local(s, settings)
+        count = (await (await s.connection()).exec_driver_sql(READ)).scalar_one()
     elapsed = time.perf_counter() - started
     assert count == 1, f"{variant}: row-level security saw {count} namespaces, not the tenant's one"
     return elapsed
@@ -76,16 +78,16 @@ async def run(rounds: int) -> dict[str, dict[str, float]]:
             "search": {"app.tenant_id": str(tenant.id), **search_settings(None, 50)},
         }
         times: dict[str, list[float]] = {f"{shape}/{v}": [] for shape in shapes for v in ("set_config", "set_local")}
-        async with db.app_engine.connect() as conn:
-            for _ in range(50):  # warm up: the connection, psycopg's caches, the server's plans
-                for settings in shapes.values():
-                    for variant in ("set_config", "set_local"):
-                        await one(conn, variant, settings)
-            for _ in range(rounds):
-                order = [(shape, v) for shape in shapes for v in ("set_config", "set_local")]
-                random.shuffle(order)
-                for shape, variant in order:
-                    times[f"{shape}/{variant}"].append(await one(conn, variant, shapes[shape]))
+        sessions = async_sessionmaker(db.app_engine, expire_on_commit=False)
+        for _ in range(50):  # warm up: the connection, psycopg's caches, the server's plans
+            for settings in shapes.values():
+                for variant in ("set_config", "set_local"):
+                    await one(sessions, variant, settings)
+        for _ in range(rounds):
+            order = [(shape, v) for shape in shapes for v in ("set_config", "set_local")]
+            random.shuffle(order)
+            for shape, variant in order:
+                times[f"{shape}/{variant}"].append(await one(sessions, variant, shapes[shape]))
         await db.dispose()
     finally:
         server.cleanup()

@@ -391,6 +391,20 @@ class TestTenantTransactionSettings:
         finally:
             await db.dispose()
 
+    async def test_the_tenant_setting_is_never_prepared(self, pg_urls: DatabaseUrls, tenant_a: Tenant) -> None:
+        # Its text differs per tenant: prepared (psycopg does so after 5 uses of one text), each
+        # tenant's would take a place among the connection's 100 prepared statements.
+        db = Database(pg_urls, pool_size=1)
+        shown = "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'SET LOCAL%'"
+        try:
+            for _ in range(8):
+                async with db.tenant_tx(tenant_a.id) as tx:
+                    assert await tx.session.scalar(text("SELECT count(*) FROM namespaces")) == 1
+            async with db.tenant_tx(tenant_a.id) as tx:
+                assert await tx.session.scalar(text(shown)) == 0
+        finally:
+            await db.dispose()
+
     def test_every_setting_is_a_set_local_in_one_query(self) -> None:
         # SET LOCAL, not set_config(): only the former reaches Citus' workers (tests/cluster).
         sql = set_local_sql({"app.tenant_id": "6f1c0d3e-0000-4000-8000-000000000001", "hnsw.ef_search": "64"})

@@ -107,14 +107,18 @@ def set_local_sql(settings: Mapping[str, str]) -> str:
 
 async def set_local(session: AsyncSession, settings: Mapping[str, str]) -> None:
     """``settings`` for the rest of the session's transaction, in one round trip (see
-    ``set_local_sql``). Sent as the driver's own SQL without parameters, which psycopg sends as one
-    simple query however many statements it holds: every request's transaction opens with it, and
-    the ORM's path around a ``text()`` statement (parsing it, the compile cache, the result set-up)
-    cost 0.4 ms of Python per search (docs/benchmarks.md)."""
+    ``set_local_sql``). Sent on psycopg's own connection without parameters, as one simple query
+    however many statements it holds: every request's transaction opens with it, and the ORM's path
+    around a ``text()`` statement (parsing it, the compile cache, the result set-up) cost 0.4 ms of
+    Python per search (docs/benchmarks.md). Never prepared: its text differs per tenant, and psycopg
+    would otherwise prepare each tenant's after five uses and crowd the search statements out of its
+    100 prepared statements per connection."""
     if not settings:
         return
     connection = await session.connection()
-    await connection.exec_driver_sql(set_local_sql(settings))
+    driver = (await connection.get_raw_connection()).driver_connection
+    assert driver is not None  # a checked-out connection has its psycopg connection
+    await driver.execute(set_local_sql(settings), prepare=False)
 
 
 class TenantTx:
