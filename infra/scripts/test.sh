@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Install everything the test suite needs (redis-server, Chromium and chromedriver included), start Redis if nothing answers
-# on 127.0.0.1:6379, lint, type-check, and run the whole suite, fault-injection tests included (marker
-# `faults`). Extra arguments go to pytest.
+# Install everything the test suite needs (redis-server, Chromium and chromedriver, a Citus build
+# included), start Redis if nothing answers on 127.0.0.1:6379, lint, type-check, and run the whole
+# suite, fault-injection tests included (marker `faults`). Extra arguments go to pytest.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 install_memvault dev
 # The SDK is its own distribution; tests/sdk runs it against the server.
@@ -31,6 +31,16 @@ if ! [ -x /usr/bin/chromium ] || ! [ -x /usr/bin/chromedriver ]; then
   $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null
 fi
 export MEMVAULT_REQUIRE_BROWSER=1
+
+# tests/cluster runs memvault on a local Citus cluster (coordinator + 2 workers) built for the
+# embedded PostgreSQL: a few minutes on the first run, then cached in ~/.cache/memvault.
+if ! command -v gcc >/dev/null 2>&1 || ! command -v make >/dev/null 2>&1; then
+  echo "installing gcc and make (to build Citus)" >&2
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq build-essential >/dev/null
+fi
+MEMVAULT_VENV="$VENV" bash "$ROOT/infra/scripts/build_citus.sh"
+export MEMVAULT_REQUIRE_CITUS=1
 
 if ! redis_up; then
   echo "starting redis-server on 127.0.0.1:6379" >&2

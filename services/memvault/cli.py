@@ -1,4 +1,4 @@
-"""The `memvault` command: serve, worker, scheduler, migrate, mcp, export, admin."""
+"""The `memvault` command: serve, worker, scheduler, migrate, mcp, export, admin, cluster."""
 
 from __future__ import annotations
 
@@ -460,6 +460,56 @@ def cmd_export(args: argparse.Namespace) -> int:
     return _run_admin(args, fn)
 
 
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from memvault.cluster import local
+
+    try:
+        if args.cluster_cmd == "up":
+            cluster = local.up(args.data_dir, workers=args.workers, port=args.port)
+            print(f"Citus cluster up: coordinator and {len(cluster.workers)} workers in {cluster.data_dir}")
+            print(f"  MEMVAULT_DATABASE_URL={cluster.uri()}")
+        elif args.cluster_cmd == "isolate-tenant":
+            return _isolate_tenant(args)
+        elif args.cluster_cmd == "down":
+            local.down(args.data_dir)
+            print(f"Citus cluster in {args.data_dir.resolve()} stopped")
+        else:
+            for n in local.status(args.data_dir):
+                active = {True: "active", False: "inactive", None: "-"}[n.active]
+                state = "running" if n.running else "stopped"
+                print(f"{n.name:12s} 127.0.0.1:{n.port}  {state:8s} {n.role or '-'} {active}")
+    except local.ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _isolate_tenant(args: argparse.Namespace) -> int:
+    import psycopg
+
+    from memvault.cluster import local, placement
+
+    url = local.load(args.data_dir).uri() if args.data_dir else _settings(args).database_url
+    if not url:
+        print("error: name the cluster: --data-dir, or MEMVAULT_DATABASE_URL (its coordinator)", file=sys.stderr)
+        return 2
+    to = None
+    if args.to:
+        host, _, port = args.to.rpartition(":")
+        to = (host, int(port))
+    try:
+        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+            done = placement.isolate_tenant(conn, args.tenant, to)
+    except placement.PlacementError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"tenant {done.tenant_id}: shard {done.shard} on {done.host}:{done.port}"
+        f"{' (isolated now)' if done.isolated else ''}{' (moved now)' if done.moved else ''}"
+    )
+    return 0
+
+
 def _positive(value: str) -> int:
     n = int(value)
     if n < 1:
@@ -594,6 +644,25 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (ct, ck, lk, rk, rok, cn, cu, spw, du, rsk, cp, sp, lp):
         db_opts(p)
     admin.set_defaults(func=cmd_admin)
+
+    cluster = sub.add_parser(
+        "cluster", help="a local Citus cluster for development and tests (needs infra/scripts/build_citus.sh)"
+    )
+    csub = cluster.add_subparsers(dest="cluster_cmd", required=True)
+    cup = csub.add_parser("up", help="start a coordinator and workers (made on first use) and join them")
+    cup.add_argument("--workers", type=_positive, default=2, help="worker nodes (default 2)")
+    cup.add_argument("--port", type=int, default=9700, help="the coordinator's port; workers take the next ones")
+    for name, help_ in (("down", "stop every node (the data stays)"), ("status", "each node and its state")):
+        csub.add_parser(name, help=help_)
+    for p in csub.choices.values():
+        p.add_argument("--data-dir", type=Path, required=True, help="the cluster's folder, one subfolder per node")
+    iso = csub.add_parser(
+        "isolate-tenant", help="put one tenant on shards of its own, optionally on a given node (any Citus cluster)"
+    )
+    iso.add_argument("--tenant", required=True, help="the tenant's name or id")
+    iso.add_argument("--to", metavar="HOST:PORT", help="the worker to move it to (default: where it is)")
+    iso.add_argument("--data-dir", type=Path, help="a local cluster's folder (default: MEMVAULT_DATABASE_URL's)")
+    cluster.set_defaults(func=cmd_cluster)
     return parser
 
 

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from memvault.api import NamespaceAPI
 from memvault.contradictions.schemas import ContradictionIn
-from memvault.db.session import Database
+from memvault.db.session import Database, set_local_sql
 from memvault.db.urls import DatabaseUrls
 from memvault.entities.schemas import EntityIn, RelationIn
 from memvault.events.schemas import EventsIn, MessageIn
@@ -374,6 +374,43 @@ class TestTenantTransactionSettings:
                 assert await s.scalar(text("SELECT count(*) FROM namespaces")) == 0
         finally:
             await db.dispose()
+
+    async def test_a_value_that_is_not_plain_is_refused(self, pg_urls: DatabaseUrls, tenant_a: Tenant) -> None:
+        # SET LOCAL takes no bound parameter: the value is written into the statement, so one that
+        # could close its quote never reaches the server.
+        db = Database(pg_urls, pool_size=1)
+        try:
+            with pytest.raises(ValueError, match="refusing"):
+                async with db.tenant_tx(tenant_a.id, settings={"application_name": "x'; RESET ROLE; --"}):
+                    pass
+            with pytest.raises(ValueError, match="refusing"):
+                async with db.tenant_tx(tenant_a.id, settings={"app.x = 1; RESET ROLE; SET a.b": "1"}):
+                    pass
+            async with db.tenant_tx(tenant_a.id) as tx:
+                assert await tx.session.scalar(text("SELECT current_user")) == "memvault_app"
+        finally:
+            await db.dispose()
+
+    async def test_the_tenant_setting_is_never_prepared(self, pg_urls: DatabaseUrls, tenant_a: Tenant) -> None:
+        # Its text differs per tenant: prepared (psycopg does so after 5 uses of one text), each
+        # tenant's would take a place among the connection's 100 prepared statements.
+        db = Database(pg_urls, pool_size=1)
+        shown = "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'SET LOCAL%'"
+        try:
+            for _ in range(8):
+                async with db.tenant_tx(tenant_a.id) as tx:
+                    assert await tx.session.scalar(text("SELECT count(*) FROM namespaces")) == 1
+            async with db.tenant_tx(tenant_a.id) as tx:
+                assert await tx.session.scalar(text(shown)) == 0
+        finally:
+            await db.dispose()
+
+    def test_every_setting_is_a_set_local_in_one_query(self) -> None:
+        # SET LOCAL, not set_config(): only the former reaches Citus' workers (tests/cluster).
+        sql = set_local_sql({"app.tenant_id": "6f1c0d3e-0000-4000-8000-000000000001", "hnsw.ef_search": "64"})
+        assert sql == (
+            "SET LOCAL app.tenant_id = '6f1c0d3e-0000-4000-8000-000000000001'; SET LOCAL hnsw.ef_search = '64'"
+        )
 
 
 class TestAppRole:

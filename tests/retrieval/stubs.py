@@ -84,7 +84,7 @@ def waiting_search_transactions(urls: DatabaseUrls) -> list[str]:
     with psycopg.connect(conninfo(urls.owner)) as conn:
         rows = conn.execute(
             "SELECT query FROM pg_stat_activity WHERE state LIKE 'idle in transaction%' "
-            "AND (query LIKE '%set_config(%' OR query LIKE '%to_tsvector%' "
+            "AND (query LIKE 'SET LOCAL %' OR query LIKE '%to_tsvector%' "
             "OR query LIKE '%memvault_word_%' OR query LIKE '%memvault_nearest%')"
         ).fetchall()
     return [r[0] for r in rows]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from functools import lru_cache
 from typing import Any
 
 from sqlalchemy import event, text
@@ -84,21 +84,41 @@ async def _reachable() -> AsyncIterator[None]:
         raise
 
 
-@lru_cache(maxsize=32)
-def _set_config(n: int) -> str:
-    return "SELECT " + ", ".join(f"set_config(%(k{i})s, %(v{i})s, true)" for i in range(n))
+# A setting's name (`app.tenant_id`, `hnsw.ef_search`) and its values: identifiers, numbers, ids and
+# UUIDs. Anything else is refused rather than quoted, since the value is written into the SQL.
+_SETTING_NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
+_SETTING_VALUE = re.compile(r"^[A-Za-z0-9_.:-]*$")
+
+
+def set_local_sql(settings: Mapping[str, str]) -> str:
+    """``SET LOCAL`` statements for ``settings``, one query. ``SET LOCAL`` rather than
+    ``set_config(..., true)``: both are transaction-local, but on a Citus coordinator only a
+    ``SET LOCAL`` reaches the workers (with ``citus.propagate_set_commands = 'local'``), and there
+    row-level security would otherwise see no tenant and answer nothing (docs/scaling.md). A
+    ``SET`` takes no bound parameter, so each value is checked against ``_SETTING_VALUE`` and
+    quoted; a value outside it raises ``ValueError``."""
+    parts = []
+    for name, value in settings.items():
+        if not _SETTING_NAME.match(name) or not _SETTING_VALUE.match(value):
+            raise ValueError(f"refusing to set {name!r} to {value!r}: not a setting name and plain value")
+        parts.append(f"SET LOCAL {name} = '{value}'")
+    return "; ".join(parts)
 
 
 async def set_local(session: AsyncSession, settings: Mapping[str, str]) -> None:
-    """``settings`` for the rest of the session's transaction, in one round trip. Sent as the
-    driver's own SQL: every request's transaction opens with it, and the ORM's path around a
-    ``text()`` statement (parsing it, the compile cache, the result set-up) cost 0.4 ms of Python
-    per search (docs/benchmarks.md)."""
-    params: dict[str, str] = {}
-    for i, (name, value) in enumerate(settings.items()):
-        params[f"k{i}"], params[f"v{i}"] = name, value
+    """``settings`` for the rest of the session's transaction, in one round trip (see
+    ``set_local_sql``). Sent on psycopg's own connection without parameters, as one simple query
+    however many statements it holds: every request's transaction opens with it, and the ORM's path
+    around a ``text()`` statement (parsing it, the compile cache, the result set-up) cost 0.4 ms of
+    Python per search (docs/benchmarks.md). Never prepared: its text differs per tenant, and psycopg
+    would otherwise prepare each tenant's after five uses and crowd the search statements out of its
+    100 prepared statements per connection."""
+    if not settings:
+        return
     connection = await session.connection()
-    await connection.exec_driver_sql(_set_config(len(settings)), params)
+    driver = (await connection.get_raw_connection()).driver_connection
+    assert driver is not None  # a checked-out connection has its psycopg connection
+    await driver.execute(set_local_sql(settings), prepare=False)
 
 
 class TenantTx:
@@ -152,10 +172,10 @@ class Database:
     ) -> AsyncIterator[TenantTx]:
         """A transaction in which row-level security admits only ``tenant_id``'s rows.
 
-        ``set_config(..., true)`` is transaction-local, so a pooled connection never carries the
-        tenant into the next request. ``settings``: more transaction-local settings, made in the
-        same round trip. Callbacks registered with ``after_commit`` run only after a successful
-        commit; an exception rolls back and drops them.
+        ``SET LOCAL`` is transaction-local, so a pooled connection never carries the tenant into the
+        next request (and on Citus it reaches the workers: ``set_local_sql``). ``settings``: more
+        transaction-local settings, made in the same round trip. Callbacks registered with
+        ``after_commit`` run only after a successful commit; an exception rolls back and drops them.
         """
         async with _reachable(), self._sessions() as session, session.begin():
             await self._check_out(session)

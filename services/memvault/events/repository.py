@@ -39,7 +39,9 @@ async def upsert_sessions(s: AsyncSession, rows: list[dict[str, Any]]) -> list[C
             "last_event_at": func.greatest(ChatSession.last_event_at, new.excluded.last_event_at),
             "message_count": ChatSession.message_count + new.excluded.message_count,
             "user_id": func.coalesce(new.excluded.user_id, ChatSession.user_id),
-            "updated_at": func.now(),
+            # The proposed row's own default, now(): Citus takes no function but an immutable one
+            # in DO UPDATE SET on a distributed table (issue 26).
+            "updated_at": new.excluded.updated_at,
         },
     ).returning(ChatSession)
     result = await s.scalars(stmt, execution_options={"populate_existing": True})

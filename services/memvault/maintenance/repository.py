@@ -203,7 +203,7 @@ async def merge(
     gone = await s.scalars(
         update(Memory)
         .where(Memory.tenant_id == tenant_id, Memory.id.in_([d.id for d in dups]))
-        .values(superseded_at=func.clock_timestamp(), superseded_by=rep.id, updated_at=func.now())
+        .values(superseded_at=func.statement_timestamp(), superseded_by=rep.id, updated_at=func.now())
         .returning(Memory),
         execution_options={"synchronize_session": False, "populate_existing": True},
     )

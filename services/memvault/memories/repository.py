@@ -287,15 +287,21 @@ async def current_for_key(
 async def supersede(
     s: AsyncSession, tenant_id: uuid.UUID, old: Memory, new_id: uuid.UUID, valid_to: datetime | None
 ) -> Memory:
+    # What the new version says became true then stopped being true of the old one, unless the
+    # writer already bounded the old one's valid time. Chosen here rather than with coalesce() in
+    # the statement: ``old`` is locked (current_for_key), and Citus refuses a function that is not
+    # immutable inside COALESCE (issue 26).
+    ends: Any = old.valid_to or valid_to or func.statement_timestamp()
     stmt = (
         update(Memory)
         .where(Memory.tenant_id == tenant_id, Memory.id == old.id)
         .values(
-            superseded_at=func.clock_timestamp(),
+            # The statement's time, later than every earlier statement of the transaction (the
+            # new version's insert among them), as clock_timestamp() was; but stable, which Citus
+            # requires of a function in an UPDATE of a distributed table.
+            superseded_at=func.statement_timestamp(),
             superseded_by=new_id,
-            # What the new version says became true then stopped being true of the old one, unless
-            # the writer already bounded the old one's valid time.
-            valid_to=func.coalesce(Memory.valid_to, valid_to if valid_to is not None else func.clock_timestamp()),
+            valid_to=ends,
             updated_at=func.now(),
         )
         .returning(Memory)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -45,6 +45,7 @@ async def upsert(s: AsyncSession, row: dict[str, Any]) -> None:
     await s.execute(
         new.on_conflict_do_update(
             index_elements=[Observation.tenant_id, Observation.namespace_id, Observation.session_id],
-            set_={**{k: new.excluded[k] for k in row if k not in kept}, "updated_at": func.now()},
+            # updated_at: the proposed row's default, now(); Citus refuses now() itself here (issue 26).
+            set_={**{k: new.excluded[k] for k in row if k not in kept}, "updated_at": new.excluded.updated_at},
         )
     )

@@ -1,0 +1,32 @@
+"""`memvault cluster`: status of the session's cluster, `up` again changing nothing, and a folder
+without a cluster answered with an error, not a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memvault.cli import main
+from memvault.cluster import local
+
+
+def test_status_lists_every_node_running_and_active(
+    citus_cluster: local.Cluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["cluster", "status", "--data-dir", str(citus_cluster.data_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == ["coordinator", "worker1", "worker2"]
+    assert all(line.split()[2:] == ["running", "primary", "active"] for line in lines), lines
+
+
+def test_up_again_changes_nothing(citus_cluster: local.Cluster) -> None:
+    port = citus_cluster.coordinator.port
+    again = local.up(citus_cluster.data_dir, workers=2, port=port + 100)  # the port is the folder's, not this one
+    assert again == citus_cluster
+    assert [n.active for n in local.status(citus_cluster.data_dir)] == [True, True, True]
+
+
+def test_a_folder_without_a_cluster_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cluster", "status", "--data-dir", str(tmp_path)]) == 1
+    assert "no cluster in" in capsys.readouterr().err
