@@ -149,6 +149,12 @@ class Signals(BaseModel):
     channels: dict[str, ChannelSignal] = Field(
         default_factory=dict, description="Every channel that took part in the fusion, with its rank and value."
     )
+    neighbourhood: Literal["session", "inferred"] | None = Field(
+        default=None,
+        description="With the `context` channel: how this memory's conversation was found. `session`: by its "
+        "`session_id`; `inferred`: it has none, so its neighbours are the memories of the same owner (scope, user, "
+        "agent) also without one, written just before and after it within the namespace's session gap.",
+    )
 
 
 class SearchResult(BaseModel):
