@@ -120,14 +120,6 @@ class TestContextChannel:
         assert brought.channels["context"] == (1, 1.0)  # its neighbour is the best match there is
 
     async def test_no_context_without_neighbours(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
-        # Without inferred conversations (tests/retrieval/test_inferred.py), which would make the
-        # batch one: session-less memories then have no neighbours.
-        r = await client.patch(
-            f"/v1/namespaces/{tenant_a.namespace}",
-            json={"settings": {"search": {"session_gap_minutes": 0}}},
-            headers=tenant_a.headers,
-        )
-        assert r.status_code == 200, r.text
         await store_many(client, tenant_a, DISTRACTORS)
 
         out = await search(client, tenant_a, QUESTION)

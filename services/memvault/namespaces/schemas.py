@@ -48,8 +48,9 @@ class SearchSettings(Body):
         default=None,
         ge=0,
         le=7 * 1440,
-        description="Memories stored without a `session_id` count as one conversation (for the context channel "
-        "and `neighbours`) when they have the same owner and follow each other within this many minutes; 0: "
+        description="Events (`type: event`) stored without a `session_id` count as one conversation (for the "
+        "context channel and `neighbours`) when they have the same owner and follow each other within this many "
+        "minutes; 0: "
         "only session ids make conversations. Default: the server's (30).",
     )
 

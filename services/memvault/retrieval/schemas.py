@@ -152,8 +152,8 @@ class Signals(BaseModel):
     neighbourhood: Literal["session", "inferred"] | None = Field(
         default=None,
         description="With the `context` channel: how this memory's conversation was found. `session`: by its "
-        "`session_id`; `inferred`: it has none, so its neighbours are the memories of the same owner (scope, user, "
-        "agent) also without one, written just before and after it within the namespace's session gap.",
+        "`session_id`; `inferred`: an event without one, whose neighbours are the events of the same owner (scope, "
+        "user, agent) also without one, just before and after it within the namespace's session gap.",
     )
 
 

@@ -77,13 +77,14 @@ def _consume(task: asyncio.Future[Any]) -> None:
 
 def neighbourhood(h: Hit, *, inferred: bool) -> Literal["session", "inferred"] | None:
     """How the context channel and ``neighbours`` found the hit's conversation: its session id, or
-    inferred (none: the same owner's session-less memories written close in time, sql/inferred.py);
+    inferred (an event without one: the same owner's session-less events close in time, sql/inferred.py);
     None when neither applies or the channel did not run."""
     if "context" not in h.channels:
         return None
     if h.memory.session_id is not None:
         return "session"
-    return "inferred" if inferred and h.memory.namespace_id is not None else None
+    alone = h.memory.namespace_id is not None and h.memory.type == "event"
+    return "inferred" if inferred and alone else None
 
 
 def _results(

@@ -1,13 +1,18 @@
-"""Inferred conversations (issue 30): the neighbours of a memory stored without a session id.
+"""Inferred conversations (issue 30): the neighbours of an event stored without a session id.
 
 Many clients store a conversation's turns as plain text, with no ``session_id``. Their turns
 still form a conversation: the same owner (scope, user, agent) writing one after another. A
-session-less memory's neighbours are therefore the session-less memories of the same owner in
-the same namespace just before and after it in session order (valid time, then insertion order),
-if no more than the gap (``search_session_gap_minutes``, or the namespace's
-``session_gap_minutes``) lies between the two. Chained, that makes each run of an owner's writes
-with no longer pause than the gap one inferred conversation; turns written in one batch share
-their ``created_at`` (without a ``valid_from``) and so are one.
+session-less event's neighbours are therefore the session-less events of the same owner in the
+same namespace just before and after it in session order (valid time, then insertion order), if
+no more than the gap (``search_session_gap_minutes``, or the namespace's ``session_gap_minutes``)
+lies between the two. Chained, that makes each run of an owner's turns with no longer pause than
+the gap one inferred conversation; turns written in one batch share their ``created_at``
+(without a ``valid_from``) and so are one.
+
+Events only (``type: event``, what was said or happened, as turns are stored): facts,
+preferences, decisions and the other kinds are statements that stand on their own however close
+in time they were written, and an agent saving a list of them has not written a conversation; a
+neighbour lending them its match would only add noise (and every search of them index probes).
 
 Inferred when read, not stored on the write path: nothing to keep consistent when writers of one
 owner race (two concurrent first turns would each have opened a stored group), when an import
@@ -41,9 +46,15 @@ def owner_of(model: Any) -> tuple[Any, Any, Any]:
     return model.scope, func.coalesce(model.user_id, empty), func.coalesce(model.agent_id, empty)
 
 
+def alone(model: Any) -> list[Any]:
+    """What makes a memory part of an inferred conversation: an event with no session id, in a
+    namespace. Spelled as migration 0033's index predicate (constants) so that the index serves."""
+    return [model.session_id.is_(None), model.namespace_id.is_not(None), model.type == literal_column("'event'")]
+
+
 def _probed(fused: Any) -> Any:
-    """Each channel's best ``CONTEXT_PROBED`` candidates without a session id, with their owner and
-    place in session order."""
+    """Each channel's best ``CONTEXT_PROBED`` candidates that are events without a session id, with
+    their owner and place in session order."""
     order_at, order_seq = session_order(Memory)
     scope, user, agent = owner_of(Memory)
     placed = by_key(
@@ -51,7 +62,7 @@ def _probed(fused: Any) -> Any:
         fused.c.id,
         [scope.label("scope"), user.label("user_key"), agent.label("agent_key"), order_at.label("ord"), order_seq],
         # Tenant- and system-scope memories belong to no namespace, hence to no conversation.
-        [Memory.session_id.is_(None), Memory.namespace_id.is_not(None)],
+        alone(Memory),
         "placed_alone",
     )
     return (
@@ -75,7 +86,7 @@ def _adjacent(base: Any, where: list[Any], *, before: bool) -> Any:
             # Spelled as migration 0033's index is, so that it serves the probe.
             Memory.tenant_id == Params.tenant_id,
             Memory.namespace_id == Params.namespace_id,
-            Memory.session_id.is_(None),
+            *alone(Memory),
             scope == base.c.scope,
             user == base.c.user_key,
             agent == base.c.agent_key,
@@ -93,7 +104,7 @@ def _adjacent(base: Any, where: list[Any], *, before: bool) -> Any:
 
 
 def inferred_edges(fused: Any, where: list[Any]) -> list[Any]:
-    """(a, b_tenant_id, b): session-less candidate ``a`` and the memory just before or after it in
-    its inferred conversation, for the best candidates of each channel."""
+    """(a, b_tenant_id, b): session-less event ``a`` among the candidates and the memory just before
+    or after it in its inferred conversation, for the best candidates of each channel."""
     base = _probed(fused)
     return [_adjacent(base, where, before=True), _adjacent(base, where, before=False)]

@@ -14,7 +14,7 @@ from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 from memvault.retrieval.sql.common import session_order
-from memvault.retrieval.sql.inferred import owner_of
+from memvault.retrieval.sql.inferred import alone, owner_of
 
 
 async def neighbours_of(
@@ -29,7 +29,7 @@ async def neighbours_of(
 ) -> dict[uuid.UUID, list[Memory]]:
     """Up to ``n`` memories before and after each memory in its session, in session order (valid
     time, then insertion order), under the same visibility rules as the search itself. With
-    ``gap_minutes``, a memory without a session id has its inferred conversation's
+    ``gap_minutes``, an event without a session id has its inferred conversation's
     (sql/inferred.py): each step no more than the gap from the last."""
     where = memories_repo.read_conditions(tenant_id, namespace_id, filters)
     order = session_order(Memory)
@@ -38,7 +38,7 @@ async def neighbours_of(
         key = (m.valid_from or m.created_at, m.seq)
         if m.session_id is not None:
             same = [*where, Memory.tenant_id == tenant_id, Memory.session_id == m.session_id]
-        elif gap_minutes > 0 and m.namespace_id is not None:
+        elif gap_minutes > 0 and m.namespace_id is not None and m.type == "event":
             gap = timedelta(minutes=gap_minutes)
             out[m.id] = await _inferred(s, [*where, Memory.tenant_id == tenant_id], m, n, gap)
             continue
@@ -58,8 +58,8 @@ async def neighbours_of(
 
 
 async def _inferred(s: AsyncSession, where: list[Any], m: Memory, n: int, gap: timedelta) -> list[Memory]:
-    """Up to ``n`` memories on each side of session-less ``m`` in its inferred conversation: the
-    same owner's session-less memories, read side by side (at most ``n`` of them, within ``n``
+    """Up to ``n`` memories on each side of session-less event ``m`` in its inferred conversation:
+    the same owner's session-less events, read side by side (at most ``n`` of them, within ``n``
     gaps) and cut at the first pause longer than the gap."""
     order = session_order(Memory)
     at = order[0]
@@ -68,7 +68,7 @@ async def _inferred(s: AsyncSession, where: list[Any], m: Memory, n: int, gap: t
     same = [
         *where,
         Memory.namespace_id == m.namespace_id,
-        Memory.session_id.is_(None),
+        *alone(Memory),
         scope == m.scope,
         user == (m.user_id or ""),
         agent == (m.agent_id or ""),

@@ -1,11 +1,11 @@
-"""Inferred conversations (issue 30): memories stored without a session id, by owner and session
+"""Inferred conversations (issue 30): events stored without a session id, by owner and session
 order.
 
-A memory without a ``session_id`` has as neighbours (the search's context channel, the
-``neighbours`` option) the memories of the same owner (scope, user, agent), also without one,
-just before and after it in session order within a gap (retrieval/sql/inferred.py). This index
-makes each such lookup one probe, as ``ix_memories_session`` does for memories with a session
-id; the two cover disjoint rows, so every memory of a namespace is in one of them. The owner's
+An event without a ``session_id`` has as neighbours (the search's context channel, the
+``neighbours`` option) the events of the same owner (scope, user, agent), also without one, just
+before and after it in session order within a gap (retrieval/sql/inferred.py). This index makes
+each such lookup one probe, as ``ix_memories_session`` does for memories with a session id; the
+two cover disjoint rows, and other kinds of memory without a session are in neither. The owner's
 NULLs are spelled '' so that equality finds them.
 
 Revision ID: 0033
@@ -31,7 +31,7 @@ def upgrade() -> None:
                 tenant_id, namespace_id, scope, (coalesce(user_id, '')), (coalesce(agent_id, '')),
                 (coalesce(valid_from, created_at)), seq
             )
-            WHERE session_id IS NULL AND namespace_id IS NOT NULL
+            WHERE session_id IS NULL AND namespace_id IS NOT NULL AND type = 'event'
         """
     )
 
