@@ -11,8 +11,10 @@ is embedded once, before the clock starts, and served again from memory) so that
 share is not lost in it.
 
 Searches: the same questions against the last round's two copies of the data, one namespace with
-the default gap (inferred) and its twin with ``session_gap_minutes`` 0 (off), alternating which
-goes first; server SQL and total milliseconds, and recall@10 on each.
+the default gap (inferred) and its twin with ``session_gap_minutes`` 0 (off), and a third copy
+stored with the session ids (S: what a client that sends them gets, the context channel's cost
+before issue 30), rotating which goes first; server SQL and total milliseconds, and recall@10 on
+each.
 
 LoCoMo is read in place from ../shared/datasets (CC BY-NC 4.0: never copied into the repo).
 """
@@ -116,15 +118,20 @@ async def main() -> int:
                         writes[variant].append((time.perf_counter() - t0) * 1000)
         await index(True)
         await owner.dispose()
+        spaces["S"] = {}
+        for conv in data:
+            ns = spaces["S"][conv["sample_id"]] = f"{conv['sample_id']}-S"
+            await api.create_namespace(p, NamespaceIn(name=ns))
+            await api.store_many(p, ns, [MemoryIn(**m) for m in memories_of(conv)])
         for ns in spaces["B"].values():
             off = NamespaceSettings(search=SearchSettings(session_gap_minutes=0))
             await api.update_namespace(p, ns, NamespacePatch(settings=off))
 
-        sql: dict[str, list[float]] = {"A": [], "B": []}
-        total: dict[str, list[float]] = {"A": [], "B": []}
-        recall: dict[str, list[float]] = {"A": [], "B": []}
+        sql: dict[str, list[float]] = {"A": [], "B": [], "S": []}
+        total: dict[str, list[float]] = {"A": [], "B": [], "S": []}
+        recall: dict[str, list[float]] = {"A": [], "B": [], "S": []}
         for n, q in enumerate(questions):
-            for variant in "AB" if n % 2 == 0 else "BA":
+            for variant in ("ABS", "BSA", "SAB")[n % 3]:
                 req = SearchIn(query=q.text, limit=10, reference_time=refs[q.namespace])
                 out = await api.search(p, spaces[variant][q.namespace], req)
                 sql[variant].append(out.metrics.timings_ms["sql"])
@@ -143,10 +150,16 @@ async def main() -> int:
     print(f"| search sql, gap 0 (B) | {summary(sql['B'])} |")
     print(f"| search total, inferred (A) | {summary(total['A'])} |")
     print(f"| search total, gap 0 (B) | {summary(total['B'])} |")
+    print(f"| search sql, session ids (S) | {summary(sql['S'])} |")
+    print(f"| search total, session ids (S) | {summary(total['S'])} |")
     ratio_w = statistics.fmean(writes["A"]) / statistics.fmean(writes["B"])
     ratio_s = statistics.fmean(sql["A"]) / statistics.fmean(sql["B"])
-    print(f"\nwrite A/B (mean): {ratio_w:.3f}; search sql A/B (mean): {ratio_s:.3f}")
-    print(f"recall@10: inferred {statistics.fmean(recall['A']):.3f}, gap 0 {statistics.fmean(recall['B']):.3f}")
+    ratio_c = statistics.fmean(sql["A"]) / statistics.fmean(sql["S"])
+    print(f"\nwrite A/B (mean): {ratio_w:.3f}; search sql A/B (mean): {ratio_s:.3f}; A/S: {ratio_c:.3f}")
+    print(
+        f"recall@10: inferred {statistics.fmean(recall['A']):.3f}, gap 0 {statistics.fmean(recall['B']):.3f}, "
+        f"session ids {statistics.fmean(recall['S']):.3f}"
+    )
     return 0
 
 
