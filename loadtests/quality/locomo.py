@@ -2,7 +2,8 @@
 PostgreSQL and the local MiniLM (all-MiniLM-L6-v2).
 
     HF_HUB_OFFLINE=1 .venv/bin/python loadtests/quality/locomo.py [--conversations 10] [--questions 0]
-        [--weights JSON] [--extra JSON] [--baselines] [--out PATH]
+        [--weights JSON] [--extra JSON] [--baselines] [--text-only] [--out PATH]
+        [--base URL --key KEY]
 
 Each conversation goes into a namespace of its own: every turn a memory (``Speaker: text`` plus the
 photo caption if any; type event; session_id; valid_from = the session's date; metadata dia_id,
@@ -16,6 +17,12 @@ the top 10, MRR@10; overall and per category. Also ingest throughput and search 
 on the same data in the same run, lexical alone, dense alone and their plain RRF with every other
 channel at 0. Writes JSON and markdown (default loadtests/quality/results/locomo-<date>.json/.md,
 not committed: the figures belong in docs/benchmarks.md) and prints the markdown.
+
+``--base URL --key KEY`` runs the same protocol against a deployed server through its REST API
+(httpx): each conversation goes into a new namespace ``<sample_id>-<run id>`` of the key's tenant
+(the key needs write and read; the namespaces stay, to be looked at or deleted), entities and
+memories through their routes, questions through ``/search``. Latencies are then the client's
+(network included) and the server's own ``metrics.timings_ms``; ``--settings`` does not apply.
 
 LoCoMo is read in place from ../shared/datasets (CC BY-NC 4.0: never copied into the repo).
 """
@@ -35,6 +42,8 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # loadtests/: the shared harness
 
@@ -127,32 +136,104 @@ async def ingest(
     return len(rows)
 
 
+class Facade:
+    """The in-process facade over the embedded PostgreSQL: what the figures in docs/benchmarks.md
+    measure unless they say otherwise."""
+
+    label = "facade"
+
+    def __init__(self, api: Any, p: Any) -> None:
+        self.api, self.p = api, p
+
+    async def namespace(self, name: str) -> str:
+        from memvault.namespaces.schemas import NamespaceIn
+
+        await self.api.create_namespace(self.p, NamespaceIn(name=name))
+        return name
+
+    async def ingest(self, ns: str, conv: dict[str, Any], *, text_only: bool) -> int:
+        return await ingest(self.api, self.p, ns, conv, text_only=text_only)
+
+    async def search(self, ns: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """The response as REST would return it, and the milliseconds the facade took."""
+        from memvault.retrieval.schemas import SearchIn
+
+        t0 = time.perf_counter()
+        out = await self.api.search(self.p, ns, SearchIn(**body))
+        ms = (time.perf_counter() - t0) * 1000
+        return out.model_dump(mode="json"), ms
+
+
+class Remote:
+    """A deployed server through its REST API, as any client would use it."""
+
+    label = "client"
+
+    def __init__(self, client: httpx.AsyncClient, run: str) -> None:
+        self.client, self.run = client, run
+
+    async def call(self, method: str, path: str, **kw: Any) -> Any:
+        r = await self.client.request(method, path, **kw)
+        if r.status_code >= 400:
+            raise SystemExit(f"{method} {path}: HTTP {r.status_code} {r.text[:500]}")
+        return r.json()
+
+    async def namespace(self, name: str) -> str:
+        # A new namespace each run: a deployed server may hold earlier runs' (or anyone's) data.
+        remote = f"{name}-{self.run}"
+        await self.call("POST", "/v1/namespaces", json={"name": remote})
+        return remote
+
+    async def ingest(self, ns: str, conv: dict[str, Any], *, text_only: bool, batch: int = 500) -> int:
+        """As ``ingest``: an entity per speaker, then the turns in batches, linked to their speaker."""
+        base = f"/v1/namespaces/{ns}"
+        entity = {}
+        for name in speakers_of(conv):
+            person = {"name": name, "type": "person"}
+            e = await self.call("POST", f"{base}/entities", params={"upsert": "true"}, json=person)
+            entity[name] = e["id"]
+        rows = []
+        for m in memories_of(conv):
+            row = {**m, "valid_from": m["valid_from"].isoformat(), "entity_ids": [entity[m["metadata"]["speaker"]]]}
+            if text_only:
+                row.pop("session_id")
+            rows.append(row)
+        for i in range(0, len(rows), batch):
+            await self.call("POST", f"{base}/memories/batch", json={"memories": rows[i : i + batch]})
+        return len(rows)
+
+    async def search(self, ns: str, body: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        """The response, and the milliseconds the request took (network included)."""
+        payload = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in body.items()}
+        t0 = time.perf_counter()
+        out = await self.call("POST", f"/v1/namespaces/{ns}/search", json=payload)
+        return out, (time.perf_counter() - t0) * 1000
+
+
 async def ask(
-    api: Any,
-    p: Any,
+    backend: Facade | Remote,
+    spaces: dict[str, str],
     questions: list[Question],
     refs: dict[str, datetime],
     request: dict[str, Any],
     only: str | None = None,
 ) -> dict[str, Any]:
-    """Search every question; score, time, and keep what was retrieved."""
-    from memvault.retrieval.schemas import SearchIn
-
-    facade: list[float] = []
+    """Search every question (in the namespace ``spaces`` gives its conversation); score, time,
+    and keep what was retrieved."""
+    caller: list[float] = []
     server: dict[str, list[float]] = {}
     records, scored, trimmed = [], [], 0
     for q in questions:
         body = {"query": q.text, "limit": 10, "reference_time": refs[q.namespace], **request}
-        t0 = time.perf_counter()
-        out = await api.search(p, q.namespace, SearchIn(**body))
-        facade.append((time.perf_counter() - t0) * 1000)
-        for key, ms in with_rest(out.metrics.timings_ms).items():
+        out, ms = await backend.search(spaces[q.namespace], body)
+        caller.append(ms)
+        for key, ms in with_rest(out["metrics"]["timings_ms"]).items():
             server.setdefault(key, []).append(ms)
-        results = out.results
+        results = out["results"]
         if only is not None:
-            results = [r for r in results if getattr(r.signals, f"{only}_rank", None) is not None]
-            trimmed += len(results) < len(out.results)
-        retrieved = [r.memory.metadata.get("dia_id") for r in results]
+            results = [r for r in results if r["signals"].get(f"{only}_rank") is not None]
+            trimmed += len(results) < len(out["results"])
+        retrieved = [r["memory"]["metadata"].get("dia_id") for r in results]
         s = score(q.evidence, retrieved) if q.evidence else None
         if s is not None:
             scored.append((q.category, s))
@@ -163,7 +244,7 @@ async def ask(
                 "category": q.category,
                 "evidence": q.evidence,
                 "retrieved": retrieved,
-                "candidates": out.metrics.candidates,
+                "candidates": out["metrics"]["candidates"],
                 "score": s,
             }
         )
@@ -172,7 +253,7 @@ async def ask(
         "only_channel": only,
         "trimmed_questions": trimmed,
         "summary": summarise(scored),
-        "latency_ms": {"facade": latency(facade), **{f"server.{k}": latency(v) for k, v in server.items()}},
+        "latency_ms": {backend.label: latency(caller), **{f"server.{k}": latency(v) for k, v in server.items()}},
         "questions": records,
     }
 
@@ -182,7 +263,9 @@ def markdown(report: dict[str, Any]) -> str:
     main = next(iter(runs.values()))
     ev = report["evidence"]
     lines = [
-        f"LoCoMo (issue 4 protocol), {report['date']}, commit {report['revision']['commit']}"
+        f"LoCoMo (issue 4 protocol), {report['date']}, "
+        + (f"server {report['base']} (REST), harness at " if report.get("base") else "")
+        + f"commit {report['revision']['commit']}"
         + (
             f" + uncommitted changes in services/ (diff {report['revision']['services_diff_sha256']})"
             if report["revision"]["uncommitted"]
@@ -227,7 +310,7 @@ def markdown(report: dict[str, Any]) -> str:
     ing = report["ingest"]
     lines += [
         "",
-        "| ingest (facade, embedding included) | value |",
+        f"| ingest ({report['via']}, embedding included) | value |",
         "|---|---|",
         f"| memories / entities | {ing['memories']:,} / {ing['entities']} |",
         f"| seconds | {ing['seconds']:.1f} |",
@@ -236,12 +319,13 @@ def markdown(report: dict[str, Any]) -> str:
         "| search latency, ms | p50 | p95 | p99 | mean |",
         "|---|---|---|---|---|",
     ]
+    via = "client" if report.get("base") else "facade"
     for i, (name, run) in enumerate(runs.items()):
         cache = "query embedding uncached" if i == 0 else "cached"
         for key, lat in run["latency_ms"].items():
-            if i > 0 and key not in ("facade", "server.sql"):
+            if i > 0 and key not in (via, "server.sql"):
                 continue
-            label = f"{name} ({cache}): facade" if key == "facade" else f"  {key}"
+            label = f"{name} ({cache}): {via}" if key == via else f"  {key}"
             lines.append(f"| {label} | {lat['p50']:.1f} | {lat['p95']:.1f} | {lat['p99']:.1f} | {lat['mean']:.1f} |")
     load = f"load average before / after: {report['load_before']} / {report['load_after']}"
     lines += ["", f"{load}; run took {report['seconds']:.0f} s"]
@@ -260,7 +344,13 @@ async def main() -> int:
     parser.add_argument("--text-only", action="store_true", help="store turns without their session ids")
     parser.add_argument("--name", default=None, help="name of the main run in the tables")
     parser.add_argument("--out", type=Path, default=None, help="JSON path (a .md beside it)")
+    parser.add_argument("--base", default=None, help="a deployed server's URL: run through its REST API")
+    parser.add_argument("--key", default=None, help="with --base: an API key of the tenant to run in")
     args = parser.parse_args()
+    if (args.base is None) != (args.key is None):
+        parser.error("--base and --key go together")
+    if args.base and args.settings:
+        parser.error("--settings configures the embedded server; a deployed one has its own")
 
     started = time.perf_counter()
     load_before = os.getloadavg()
@@ -272,37 +362,48 @@ async def main() -> int:
     if args.questions:
         questions = questions[: args.questions]
     refs = {conv["sample_id"]: reference_time(conv) for conv in data}
-
-    from memvault.namespaces.schemas import NamespaceIn
-    from memvault.principal import Principal
-
     overrides = json.loads(args.settings) if args.settings else {}
-    async with embedded_app("memvault-quality-", **overrides) as stack:
-        api = stack.api
-        tenant = await api.create_tenant(f"quality-{uuid.uuid4().hex[:8]}")
-        p = Principal.system(tenant.id, subject="bench")
+    name = args.name or (f"request {json.dumps(request)}" if request else "server defaults")
+
+    async def measure(backend: Facade | Remote) -> tuple[dict[str, Any], dict[str, Any]]:
         t0 = time.perf_counter()
         n_memories = 0
+        spaces = {}
         for conv in data:
-            await api.create_namespace(p, NamespaceIn(name=conv["sample_id"]))
-            n_memories += await ingest(api, p, conv["sample_id"], conv, text_only=args.text_only)
+            spaces[conv["sample_id"]] = ns = await backend.namespace(conv["sample_id"])
+            n_memories += await backend.ingest(ns, conv, text_only=args.text_only)
         ingest_s = time.perf_counter() - t0
-
-        name = args.name or (f"request {json.dumps(request)}" if request else "server defaults")
-        runs = {name: await ask(api, p, questions, refs, request)}
+        runs = {name: await ask(backend, spaces, questions, refs, request)}
         if args.baselines:
             for label, fields, only in baselines():
-                runs[label] = await ask(api, p, questions, refs, {**request, **fields}, only)
+                runs[label] = await ask(backend, spaces, questions, refs, {**request, **fields}, only)
+        ingested = {"memories": n_memories, "seconds": ingest_s, "memories_per_s": n_memories / ingest_s}
+        return runs, ingested
+
+    server: dict[str, Any]
+    if args.base:
+        run = uuid.uuid4().hex[:8]
+        headers = {"Authorization": f"Bearer {args.key}"}
+        async with httpx.AsyncClient(base_url=args.base, headers=headers, timeout=120) as client:
+            runs, ingested = await measure(Remote(client, run))
+        server = {"base": args.base, "namespaces_suffix": run, "model": None, "settings": None}
+    else:
+        from memvault.principal import Principal
+
+        async with embedded_app("memvault-quality-", **overrides) as stack:
+            tenant = await stack.api.create_tenant(f"quality-{uuid.uuid4().hex[:8]}")
+            runs, ingested = await measure(Facade(stack.api, Principal.system(tenant.id, subject="bench")))
+        server = {"base": None, "model": stack.embedder.model_id, "settings": server_settings(stack.settings)}
 
     n_speakers = sum(len(speakers_of(conv)) for conv in data)
     report = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "revision": revision(),
-        "command": " ".join(sys.argv),
+        "command": " ".join(a if a != args.key else "***" for a in sys.argv),
         "text_only": args.text_only,
-        "model": stack.embedder.model_id,
+        "via": "REST" if args.base else "facade",
+        **server,
         "settings_overrides": overrides,
-        "settings": server_settings(stack.settings),
         "conversations": len(data),
         "asked": len(questions),
         "evidence": {
@@ -312,12 +413,7 @@ async def main() -> int:
             "unusable_tokens": [f"{q.namespace} {t}" for q in questions for t in q.unusable],
             "questions_without_usable_evidence": sum(1 for q in questions if not q.evidence),
         },
-        "ingest": {
-            "memories": n_memories,
-            "entities": n_speakers,
-            "seconds": ingest_s,
-            "memories_per_s": n_memories / ingest_s,
-        },
+        "ingest": {**ingested, "entities": n_speakers},
         "runs": runs,
         "load_before": [round(x, 2) for x in load_before],
         "load_after": [round(x, 2) for x in os.getloadavg()],

@@ -122,6 +122,16 @@ class Settings(BaseSettings):
     search_recency_half_life_days: float = Field(
         default=30.0, gt=0, description="Age at which a memory's recency signal in search halves."
     )
+    # Issue 30 (clients that send only text): events stored without a session id are each other's
+    # conversational neighbours when they have the same owner (scope, user, agent) and follow one
+    # another within this gap (retrieval/sql/inferred.py). 0 turns it off.
+    search_session_gap_minutes: float = Field(
+        default=30.0,
+        ge=0,
+        le=7 * 1440,
+        description="Session-less events of one owner this close in time count as one conversation "
+        "for the context channel and `neighbours`; 0: only session ids do. A namespace's search settings override it.",
+    )
     access_write_interval_s: float = Field(
         default=1.0,
         gt=0,

@@ -660,7 +660,8 @@ class TestSearch:
             # Weighted fusion scales each channel over the candidates: the weakest may score 0.
             assert 0 <= result["score"] <= 1
             assert -1 <= result["semantic_relevance"] <= 1
-            assert set(result["signals"]) == {"dense_rank", "lexical_rank", "lexical_score", "channels"}
+            signals = {"dense_rank", "lexical_rank", "lexical_score", "channels", "neighbourhood"}
+            assert set(result["signals"]) == signals
             assert result["memory"]["namespace"] == "default"
             assert result["memory"]["content"] in [*DISTRACTORS, COFFEE]
         scores = [r["score"] for r in out["results"]]

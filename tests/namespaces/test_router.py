@@ -240,7 +240,11 @@ class TestUpdateNamespace:
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["description"] == "New"
-        assert body["settings"]["search"] == {"weights": {"lexical": 2.0}, "fusion": "weighted"}
+        assert body["settings"]["search"] == {
+            "weights": {"lexical": 2.0},
+            "fusion": "weighted",
+            "session_gap_minutes": None,
+        }
         assert body["settings"]["maintenance"] == {"jobs": ["dedup", "decay"], "every_minutes": 60, "budget_ms": 60000}
         # And it was stored, not only echoed.
         again = (await client.get(f"/v1/namespaces/{name}", headers=tenant_a.headers)).json()
@@ -265,7 +269,8 @@ class TestUpdateNamespace:
         assert r.status_code == 200, r.text
         body = r.json()
         assert body["description"] == "Kept"
-        assert body["settings"] == {"search": {"weights": None, "fusion": "weighted"}, "maintenance": None}
+        search = {"weights": None, "fusion": "weighted", "session_gap_minutes": None}
+        assert body["settings"] == {"search": search, "maintenance": None}
 
     @pytest.mark.parametrize(
         "bad",

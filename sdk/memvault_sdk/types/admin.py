@@ -23,6 +23,8 @@ class SearchSettings(Model):
 
     weights: dict[str, float] | None = None
     fusion: str | None = None
+    # Minutes within which an owner's session-less events count as one conversation; 0: off.
+    session_gap_minutes: float | None = None
 
 
 class MaintenanceSchedule(Model):

@@ -37,6 +37,8 @@ class Signals(Model):
     lexical_rank: int | None = None
     lexical_score: float | None = None
     channels: dict[str, ChannelSignal] = {}
+    # "session" or "inferred": how the context channel found this memory's conversation.
+    neighbourhood: str | None = None
 
 
 class SearchResult(Model):

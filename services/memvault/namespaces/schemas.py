@@ -44,6 +44,15 @@ class SearchSettings(Body):
         default=None, description=f"Fusion weights over the service defaults {DEFAULT_WEIGHTS}."
     )
     fusion: Fusion | None = Field(default=None, description="`weighted` (default) or `rrf`.")
+    session_gap_minutes: float | None = Field(
+        default=None,
+        ge=0,
+        le=7 * 1440,
+        description="Events (`type: event`) stored without a `session_id` count as one conversation (for the "
+        "context channel and `neighbours`) when they have the same owner and follow each other within this many "
+        "minutes; 0: "
+        "only session ids make conversations. Default: the server's (30).",
+    )
 
     @field_validator("weights")
     @classmethod

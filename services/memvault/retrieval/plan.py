@@ -69,3 +69,5 @@ class SearchPlan:
     strength_half_life_days: float = 30.0
     small_chain: bool = False
     settings_set: bool = False
+    # Issue 30: the longest pause within an inferred conversation (sql/inferred.py); 0: none inferred.
+    session_gap_minutes: float = 0.0

@@ -166,6 +166,12 @@ class Signals(BaseModel):
         exclude_if=not_asked,
         description="With `hops`: how a memory the first stage did not find was reached.",
     )
+    neighbourhood: Literal["session", "inferred"] | None = Field(
+        default=None,
+        description="With the `context` channel: how this memory's conversation was found. `session`: by its "
+        "`session_id`; `inferred`: an event without one, whose neighbours are the events of the same owner (scope, "
+        "user, agent) also without one, just before and after it within the namespace's session gap.",
+    )
 
 
 class SearchResult(BaseModel):

@@ -77,6 +77,18 @@ def _consume(task: asyncio.Future[Any]) -> None:
         log.warning("abandoned query embedding failed: %r", exc)
 
 
+def neighbourhood(h: Hit, *, inferred: bool) -> Literal["session", "inferred"] | None:
+    """How the context channel and ``neighbours`` found the hit's conversation: its session id, or
+    inferred (an event without one: the same owner's session-less events close in time, sql/inferred.py);
+    None when neither applies or the channel did not run."""
+    if "context" not in h.channels:
+        return None
+    if h.memory.session_id is not None:
+        return "session"
+    alone = h.memory.namespace_id is not None and h.memory.type == "event"
+    return "inferred" if inferred and alone else None
+
+
 def _results(
     hits: list[Hit],
     ns: str,
@@ -84,6 +96,8 @@ def _results(
     neighbours: dict[uuid.UUID, list[Memory]],
     contradicted: dict[uuid.UUID, list[uuid.UUID]],
     paths: dict[uuid.UUID, HopPath],
+    *,
+    inferred: bool,
 ) -> list[SearchResult]:
     return [
         SearchResult(
@@ -95,6 +109,7 @@ def _results(
                 lexical_score=h.lexical_score,
                 channels={k: ChannelSignal(rank=r, value=v) for k, (r, v) in h.channels.items()},
                 hop=_hop_signal(paths.get(h.memory.id)),
+                neighbourhood=neighbourhood(h, inferred=inferred),
             ),
             memory=memory_out(h.memory, ns),
             neighbours=[memory_out(m, ns) for m in neighbours[h.memory.id]] if req.neighbours else None,
@@ -157,7 +172,7 @@ class SearchOps(FacadeBase):
                 neighbours_ms = 0.0
                 if not reranking:
                     hits = hits[: req.limit]
-                    neighbours, neighbours_ms = await self._neighbours(tx, plan.namespace_id, req, hits)
+                    neighbours, neighbours_ms = await self._neighbours(tx, plan, req, hits)
                 # Open contradictions of the hits (a reranked list is drawn from these), in the same
                 # transaction: one indexed lookup.
                 reader = req.filters or MemoryFilters()
@@ -174,7 +189,7 @@ class SearchOps(FacadeBase):
                 hits = await second.rerank_hits(req.query, hits, req.limit)
                 if req.neighbours:
                     async with self._db.tenant_tx(p.tenant_id) as tx:
-                        neighbours, neighbours_ms = await self._neighbours(tx, plan.namespace_id, req, hits)
+                        neighbours, neighbours_ms = await self._neighbours(tx, plan, req, hits)
         finally:
             # Gone before the embedding (no such namespace, a database error): the thread still
             # finishes and caches its vector; nobody waits for it, and its outcome is consumed.
@@ -182,7 +197,9 @@ class SearchOps(FacadeBase):
         self._accesses.record(p.tenant_id, [h.memory.id for h in hits])
         entities = plan.entities or NamedEntities()
         out = SearchOut(
-            results=_results(hits, ns, req, neighbours, contradicted, paths),
+            results=_results(
+                hits, ns, req, neighbours, contradicted, paths, inferred=plan.session_gap_minutes > 0
+            ),
             metrics=SearchMetrics(
                 timings_ms={
                     "embed": round(embed_ms, 2),
@@ -298,6 +315,11 @@ class SearchOps(FacadeBase):
             strength_half_life_days=self._settings.decay_half_life_days,
             small_chain=small_chain,
             settings_set=True,
+            session_gap_minutes=(
+                defaults.session_gap_minutes
+                if defaults.session_gap_minutes is not None
+                else self._settings.search_session_gap_minutes
+            ),
         )
         return plan, embed_ms
 
@@ -341,6 +363,7 @@ class SearchOps(FacadeBase):
                             terms=TermStats(n=1, avg_len=1.0, df={"warm": 1 if rare else 0}),
                             settings_set=True,
                             small_chain=small_chain,
+                            session_gap_minutes=self._settings.search_session_gap_minutes,
                         )
                         await hybrid_search(tx.session, plan)
                         ran += 1
@@ -349,19 +372,21 @@ class SearchOps(FacadeBase):
         return ran
 
     async def _neighbours(
-        self, tx: TenantTx, namespace_id: uuid.UUID, req: SearchIn, hits: list[Hit]
+        self, tx: TenantTx, plan: SearchPlan, req: SearchIn, hits: list[Hit]
     ) -> tuple[dict[uuid.UUID, list[Memory]], float]:
-        """The session neighbours the request asks for around each hit, and the milliseconds that took."""
+        """The session neighbours the request asks for around each hit (in its inferred
+        conversation for one without a session id), and the milliseconds that took."""
         started = time.perf_counter()
         if not req.neighbours:
             return {}, 0.0
         found = await neighbours_of(
             tx.session,
             tenant_id=tx.tenant_id,
-            namespace_id=namespace_id,
+            namespace_id=plan.namespace_id,
             filters=req.filters,
             memories=[h.memory for h in hits],
             n=req.neighbours,
+            gap_minutes=plan.session_gap_minutes,
         )
         return found, (time.perf_counter() - started) * 1000
 

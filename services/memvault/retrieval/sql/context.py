@@ -10,6 +10,7 @@ from sqlalchemy import or_, select, true, tuple_, union, union_all
 
 from memvault.memories.models import Memory
 from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, session_order
+from memvault.retrieval.sql.inferred import inferred_edges
 from memvault.retrieval.sql.shape import Params
 
 
@@ -56,11 +57,13 @@ def _adjacent(base: Any, where: list[Any], *, before: bool) -> Any:
     )
 
 
-def neighbour_edges(fused: Any, where: list[Any]) -> Any:
+def neighbour_edges(fused: Any, where: list[Any], inferred: bool = False) -> Any:
     """``edges`` (a, b_tenant_id, b): candidate ``a`` and the memory just before or after it in
-    its session, for the best candidates of each channel."""
+    its session, for the best candidates of each channel; with ``inferred``, in its inferred
+    conversation for a candidate without a session id (sql/inferred.py)."""
     base = _probed(fused)
-    return union_all(_adjacent(base, where, before=True), _adjacent(base, where, before=False)).cte("edges")
+    alone = inferred_edges(fused, where) if inferred else []
+    return union_all(_adjacent(base, where, before=True), _adjacent(base, where, before=False), *alone).cte("edges")
 
 
 def candidate_pool(fused: Any, edges: Any | None) -> Any:

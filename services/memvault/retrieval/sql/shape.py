@@ -42,6 +42,8 @@ class Shape:
     intent: bool
     graph: bool
     time: str | None  # "window", "newest", "oldest"
+    # Session-less candidates' neighbours are inferred (issue 30, sql/inferred.py).
+    inferred: bool = False
 
 
 class Params:
@@ -139,6 +141,7 @@ def shape_of(plan: SearchPlan, channels: Channels) -> Shape:
         # A time cue re-orders within the subject after the fusion (retrieval/timeline.py): the
         # statement neither ranks by time nor adds it to the fused score.
         time=None if timeline_cue(plan, channels) else "window" if cues.window is not None else cues.order,
+        inferred="context" in channels.used and plan.session_gap_minutes > 0,
     )
 
 
@@ -186,4 +189,5 @@ def parameters(plan: SearchPlan, channels: Channels, shape: Shape) -> dict[str, 
         "window_end": cues.window[1] if cues.window else None,
         **{f"w_{name}": float(channels.weights.get(name, 0.0)) for name in CHANNELS},
         **memories_repo.read_parameters(plan.tenant_id, plan.namespace_id, filters),
+        **({"session_gap_s": plan.session_gap_minutes * 60.0} if shape.inferred else {}),
     }

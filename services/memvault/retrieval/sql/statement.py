@@ -33,7 +33,7 @@ def statement_for(shape: Shape) -> Statement:
     dense_inner = dense_candidates(shape, where, visible)
     # Read again by the neighbour lookups: computed once.
     fused = select(fuse(lex_inner, dense_inner, func.rank)).cte("fused")
-    edges = neighbour_edges(fused, where) if "context" in shape.used else None
+    edges = neighbour_edges(fused, where, shape.inferred) if "context" in shape.used else None
     pool = candidate_pool(fused, edges)
     ranked = ranked_candidates(shape, candidate_signals(shape, pool))
     return fused_hits(shape, ranked, edges)
