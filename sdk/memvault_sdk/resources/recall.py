@@ -28,13 +28,15 @@ class _Recall(APIResource):
         rerank: bool | None = None,
         rewrite: bool | None = None,
         kinds: list[Kind] | None = None,
+        hops: bool | None = None,
         namespace: str | None = None,
     ) -> APIRequest[SearchResponse]:
         """Find memories by meaning and by words. Each result has its fused ``score``, its
         ``semantic_relevance`` (cosine; what ``min_score`` filters on) and which channels found it.
         ``weights`` and ``fusion`` override the namespace's; ``neighbours`` adds the memories around
         each hit in its session; ``rerank`` / ``rewrite`` switch the server's second stage. ``kinds``
-        adds conversation messages, traces or entities matching the query, each in its own list."""
+        adds conversation messages, traces or entities matching the query, each in its own list.
+        ``hops`` adds memories linked to a specific entity of the best hits (multi-hop questions)."""
         payload = body(
             SearchParams,
             query=query,
@@ -50,6 +52,7 @@ class _Recall(APIResource):
             rerank=rerank,
             rewrite=rewrite,
             kinds=kinds,
+            hops=hops,
         )
         path = f"{self._ns(namespace)}/search"
         return APIRequest("POST", path, returns(SearchResponse), body=payload, retry="read")

@@ -25,11 +25,18 @@ class SearchParams(Params):
     rerank: bool | None = None
     rewrite: bool | None = None
     kinds: list[Kind] | None = None
+    hops: bool | None = None
 
 
 class ChannelSignal(Model):
     rank: int | None = None
     value: float | None = None
+
+
+class HopSignal(Model):
+    from_memory: str
+    entity_id: str
+    entity: str
 
 
 class Signals(Model):
@@ -39,6 +46,8 @@ class Signals(Model):
     channels: dict[str, ChannelSignal] = {}
     # "session" or "inferred": how the context channel found this memory's conversation.
     neighbourhood: str | None = None
+    # With ``hops``: the hit and entity through which a memory the first stage missed was reached.
+    hop: HopSignal | None = None
 
 
 class SearchResult(Model):
