@@ -197,9 +197,7 @@ class SearchOps(FacadeBase):
         self._accesses.record(p.tenant_id, [h.memory.id for h in hits])
         entities = plan.entities or NamedEntities()
         out = SearchOut(
-            results=_results(
-                hits, ns, req, neighbours, contradicted, paths, inferred=plan.session_gap_minutes > 0
-            ),
+            results=_results(hits, ns, req, neighbours, contradicted, paths, inferred=plan.session_gap_minutes > 0),
             metrics=SearchMetrics(
                 timings_ms={
                     "embed": round(embed_ms, 2),
