@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Float, bindparam, func, literal_column, or_, select, true, tuple_
+from sqlalchemy import Float, and_, bindparam, func, literal_column, or_, select, true
 
 from memvault.memories.models import Memory
 from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, session_order
@@ -37,6 +37,9 @@ from memvault.retrieval.sql.shape import Params
 
 # Seconds: the longest pause between two turns of one inferred conversation.
 GAP_S = bindparam("session_gap_s", type_=Float)
+# How many of an owner's nearest session-less events one probe reads on each side, of which the
+# first the search may read is the neighbour (others can be archived or superseded in between).
+STEPS: Any = literal_column("8")
 
 
 def owner_of(model: Any) -> tuple[Any, Any, Any]:
@@ -60,41 +63,50 @@ def _probed(fused: Any) -> Any:
     placed = by_key(
         fused.c.tenant_id,
         fused.c.id,
-        [scope.label("scope"), user.label("user_key"), agent.label("agent_key"), order_at.label("ord"), order_seq],
-        # Tenant- and system-scope memories belong to no namespace, hence to no conversation.
-        alone(Memory),
+        [
+            scope.label("scope"),
+            user.label("user_key"),
+            agent.label("agent_key"),
+            order_at.label("ord"),
+            order_seq,
+            Memory.session_id,
+            Memory.namespace_id,
+            Memory.type,
+        ],
+        # No conditions inside the lookup: given migration 0033's predicate there, the planner read
+        # that partial index by tenant (hundreds of rows a candidate) instead of the primary key.
+        [],
         "placed_alone",
     )
     return (
         select(fused.c.id, placed.c.scope, placed.c.user_key, placed.c.agent_key, placed.c.ord, placed.c.seq)
         .select_from(fused)
         .join(placed, true())
-        .where(or_(fused.c.dense_rank <= CONTEXT_PROBED, fused.c.lexical_rank <= CONTEXT_PROBED))
+        .where(
+            or_(fused.c.dense_rank <= CONTEXT_PROBED, fused.c.lexical_rank <= CONTEXT_PROBED),
+            # Tenant- and system-scope memories belong to no namespace, hence to no conversation.
+            placed.c.session_id.is_(None),
+            placed.c.namespace_id.is_not(None),
+            placed.c.type == literal_column("'event'"),
+        )
         .cte("alone")
     )
 
 
 def _adjacent(base: Any, where: list[Any], *, before: bool) -> Any:
-    order = session_order(Memory)
-    at = order[0]
-    scope, user, agent = owner_of(Memory)
-    mine, theirs = tuple_(*order), tuple_(base.c.ord, base.c.seq)
-    gap = func.make_interval(0, 0, 0, 0, 0, 0, GAP_S)
+    """The memory just before (after) each probed candidate in its inferred conversation: the
+    nearest ``STEPS`` of the same owner within the gap, found by migration 0033's function along
+    its index, of which the first that passes the search's own conditions."""
+    probe = func.memvault_alone_before if before else func.memvault_alone_after
+    found = probe(
+        Params.namespace_id, base.c.scope, base.c.user_key, base.c.agent_key, base.c.ord, base.c.seq, GAP_S, STEPS
+    ).table_valued("tenant_id", "id", name="alone_found")
     step = (
         select(Memory.tenant_id.label("tenant_id"), Memory.id.label("id"))
-        .where(
-            # Spelled as migration 0033's index is, so that it serves the probe.
-            Memory.tenant_id == Params.tenant_id,
-            Memory.namespace_id == Params.namespace_id,
-            *alone(Memory),
-            scope == base.c.scope,
-            user == base.c.user_key,
-            agent == base.c.agent_key,
-            mine < theirs if before else mine > theirs,
-            at >= base.c.ord - gap if before else at <= base.c.ord + gap,
-            *where,
-        )
-        .order_by(*(c.desc() if before else c for c in order))
+        .select_from(found)
+        .join(Memory, and_(Memory.tenant_id == found.c.tenant_id, Memory.id == found.c.id))
+        .where(*where)
+        .order_by(*(c.desc() if before else c for c in session_order(Memory)))
         .limit(1)
         .lateral("alone_step")
     )
