@@ -735,3 +735,39 @@ class TestSystemTenant:
                     await owner.execute("UPDATE memories SET scope = 'namespace' WHERE id = %s", (m.id,))
             finally:
                 await owner.execute("DELETE FROM memories WHERE id = %s", (m.id,))
+
+
+@pytest.mark.usefixtures("data")
+class TestInferredProbeFunctions:
+    """memvault_alone_before / memvault_alone_after (migration 0033) read past RLS to walk the
+    session-less events' index: they must answer only for the tenant set in the transaction."""
+
+    async def test_only_the_current_tenants_namespace(
+        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        ids = {}
+        for tenant in (tenant_a, tenant_b):
+            ns = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant.id,))
+            mid = await scalar(
+                owner_conn,
+                "INSERT INTO memories (tenant_id, namespace_id, scope, type, content, content_hash, created_by, "
+                "valid_from) VALUES (%s, %s, 'namespace', 'event', 'Ana: hi', 'h', 'test', now()) RETURNING id",
+                (tenant.id, ns),
+            )
+            ids[tenant.id] = (ns, mid)
+        probe = (
+            "SELECT tenant_id, id FROM memvault_alone_after(%s, 'namespace', '', '', now() - interval '1 minute', 0, "
+            "3600, 8)"
+        )
+        ns_a, mid_a = ids[tenant_a.id]
+        ns_b, _ = ids[tenant_b.id]
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            own = await (await app_conn.execute(probe, (ns_a,))).fetchall()
+            # Tenant B's namespace id, asked from tenant A: nothing.
+            other = await (await app_conn.execute(probe, (ns_b,))).fetchall()
+        async with app_conn.transaction():
+            nobody = await (await app_conn.execute(probe, (ns_a,))).fetchall()
+
+        assert own == [(tenant_a.id, mid_a)]
+        assert other == [] and nobody == []
