@@ -35,17 +35,9 @@ def _app_role() -> str:
 
 
 def upgrade() -> None:
-    op.execute(
-        """
-        CREATE INDEX ix_memories_alone
-            ON memories (
-                tenant_id, namespace_id, scope, (coalesce(user_id, '')), (coalesce(agent_id, '')),
-                (coalesce(valid_from, created_at)), seq
-            )
-            WHERE session_id IS NULL AND namespace_id IS NOT NULL AND type = 'event'
-        """
-    )
-    # The probe along that index, as the table owner. Under the app role's row-level security a
+    # Before the index: on Citus a function command cannot follow, in one transaction, the index's
+    # parallel creation on the distributed table's shards.
+    # The probe along the index below, as the table owner. Under the app role's row-level security a
     # condition that is not LEAKPROOF runs after the policy, and COALESCE counts as such: the
     # owner's `coalesce(user_id, '')` could not be an index condition there, so each probe read
     # the namespace's rows by another index (~400 rows a probe, the text-only search's SQL twice a
@@ -80,6 +72,16 @@ def upgrade() -> None:
         )
         op.execute(f"REVOKE ALL ON FUNCTION {name}{ARGS} FROM PUBLIC")
         op.execute(f"GRANT EXECUTE ON FUNCTION {name}{ARGS} TO {role}")
+    op.execute(
+        """
+        CREATE INDEX ix_memories_alone
+            ON memories (
+                tenant_id, namespace_id, scope, (coalesce(user_id, '')), (coalesce(agent_id, '')),
+                (coalesce(valid_from, created_at)), seq
+            )
+            WHERE session_id IS NULL AND namespace_id IS NOT NULL AND type = 'event'
+        """
+    )
 
 
 def downgrade() -> None:
