@@ -85,9 +85,7 @@ def _probed(fused: Any) -> Any:
         .where(
             or_(fused.c.dense_rank <= CONTEXT_PROBED, fused.c.lexical_rank <= CONTEXT_PROBED),
             # Tenant- and system-scope memories belong to no namespace, hence to no conversation.
-            placed.c.session_id.is_(None),
-            placed.c.namespace_id.is_not(None),
-            placed.c.type == literal_column("'event'"),
+            *alone(placed.c),
         )
         .cte("alone")
     )
