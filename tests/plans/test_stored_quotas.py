@@ -107,3 +107,66 @@ async def test_another_tenant_is_not_held_by_one_at_its_cap(api: NamespaceAPI, c
     assert (await client.post(memories(a), json={"content": "a"}, headers=a.headers)).status_code == 201
     assert (await client.post(memories(a), json={"content": "a2"}, headers=a.headers)).status_code == 403
     assert (await client.post(memories(b), json={"content": "b"}, headers=b.headers)).status_code == 201
+
+
+async def _namespace_with_a_bit_of_everything(client: httpx.AsyncClient, t: Tenant) -> None:
+    r = await client.post(
+        f"/v1/namespaces/{t.namespace}/entities", json={"name": "Ana", "type": "person"}, headers=t.headers
+    )
+    assert r.status_code == 201, r.text
+    for i in range(12):
+        body = {"content": f"Ana's fact number {i}: ünïcode “quotes”", "metadata": {"n": i, "tags": ["a", "b"]}}
+        r = await client.post(
+            memories(t), json={**body, "entity_ids": [r.json()["id"]]} if i == 0 else body, headers=t.headers
+        )
+        assert r.status_code == 201, r.text
+    mid = r.json()["id"]
+    r = await client.patch(f"{memories(t)}/{mid}", json={"content": "Ana's fact, edited"}, headers=t.headers)
+    assert r.status_code == 200, r.text
+
+
+async def test_an_export_larger_than_the_plan_allows_is_refused_before_the_first_byte(
+    api: NamespaceAPI, client: httpx.AsyncClient
+) -> None:
+    t = await make_tenant(api, "quota")
+    await _namespace_with_a_bit_of_everything(client, t)
+    whole = await client.get(f"/v1/namespaces/{t.namespace}/export", headers=t.headers)
+    assert whole.status_code == 200
+    size = len(whole.content)
+
+    await api.set_tenant_plan(t.id, "unlimited", {"export_bytes": int(size * 1.05)})
+    fits = await client.get(f"/v1/namespaces/{t.namespace}/export", headers=t.headers)
+    assert fits.status_code == 200 and len(fits.content) == size  # the whole file, not a cut-off one
+
+    await api.set_tenant_plan(t.id, "unlimited", {"export_bytes": int(size * 0.95)})
+    r = await client.get(f"/v1/namespaces/{t.namespace}/export", headers=t.headers)
+    assert r.status_code == 403, r.text
+    assert (r.json()["code"], r.json()["quota"], r.json()["limit"]) == (
+        "quota_exceeded",
+        "export_bytes",
+        int(size * 0.95),
+    )
+    # With vectors the same namespace weighs far more: a plan that fits the text does not fit them.
+    await api.set_tenant_plan(t.id, "unlimited", {"export_bytes": int(size * 1.05)})
+    r = await client.get(f"/v1/namespaces/{t.namespace}/export?embeddings=true", headers=t.headers)
+    assert r.status_code == 403 and r.json()["quota"] == "export_bytes", r.text
+
+
+async def test_the_export_size_the_database_weighs_is_the_file_s_within_a_few_percent(
+    api: NamespaceAPI, client: httpx.AsyncClient
+) -> None:
+    from memvault.portability import repository as repo
+    from memvault.portability.service import COLUMNS
+
+    t = await make_tenant(api, "quota")
+    await _namespace_with_a_bit_of_everything(client, t)
+    for embeddings in (False, True):
+        export = await client.get(
+            f"/v1/namespaces/{t.namespace}/export?embeddings={str(embeddings).lower()}", headers=t.headers
+        )
+        lines = export.content.splitlines(keepends=True)
+        records = sum(len(line) for line in lines[1:-1])  # the estimate leaves out header and end
+        async with api._db.tenant_tx(t.id) as tx:
+            ns = await api._namespace(tx, t.principal, t.namespace)
+            weighed = await repo.export_size(tx.session, t.id, ns.id, COLUMNS, embeddings=embeddings)
+        assert records <= weighed <= records * 1.05, (embeddings, records, weighed)

@@ -149,8 +149,14 @@ class PortabilityOps(FacadeBase):
         """The namespace as JSON Lines. Checks access before the first byte, so a refusal is a
         proper error response rather than a broken stream."""
         p.require("read", ns)
+        limits = (await self._plans.of(p.tenant_id)).limits
         async with self._db.tenant_tx(p.tenant_id) as tx:
             namespace = await self._namespace(tx, p, ns)
+            if limits.export_bytes is not None:
+                # Weighed by the database before the first byte: past the plan's size the answer is
+                # a 403 naming the quota, never a file cut off in the middle.
+                size = await repo.export_size(tx.session, p.tenant_id, namespace.id, COLUMNS, embeddings=embeddings)
+                require_room(limits, "export_bytes", used=0, adding=size)
             await audit.record(
                 tx.session, p.tenant_id, p.subject, "namespace.export", namespace_id=namespace.id, target_id=ns
             )
