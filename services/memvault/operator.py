@@ -88,7 +88,7 @@ async def bootstrap(db: Database, settings: Settings) -> Bootstrapped | None:
     """Create the first tenant, its `default` namespace, an admin key and an owner with a random
     password when there is no tenant yet: one transaction, so a failed start leaves nothing half made."""
     async with db.owner() as s:
-        if await tenants.count(s) > 0:
+        if await tenants.count_at_first_start(s) > 0:
             return None
         created = await tenants.create(s, settings.bootstrap_tenant, actor="bootstrap")
         # 144 random bits: nobody types this once it is pasted into a password manager.

@@ -39,6 +39,10 @@ NEW_PASSWORD = "a new password for the owner"
 def empty_db(pg_uri: str) -> DatabaseUrls:
     """A database of its own on the session's PostgreSQL, migrated and without a tenant: a fresh
     server's first start."""
+    return migrated_empty_database(pg_uri)
+
+
+def migrated_empty_database(pg_uri: str) -> DatabaseUrls:
     name = f"bootstrap_{uuid.uuid4().hex[:8]}"
     admin = create_engine(make_url(pg_uri).set(drivername="postgresql+psycopg"), poolclass=pool.NullPool)
     with admin.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
@@ -95,6 +99,22 @@ async def test_first_start_prints_an_owner_who_signs_in_once(
     r = await browser.http.get("/v1/members", headers={"Authorization": f"Bearer {first.tenant.api_key}"})
     [owner] = r.json()["data"]
     assert owner["email"] == email and owner["role"] == "owner" and owner["email_verified_at"] is not None
+
+
+async def test_replicas_starting_at_once_on_an_empty_database_make_one_first_tenant(
+    settings: Settings, pg_uri: str
+) -> None:
+    urls = migrated_empty_database(pg_uri)
+    own = settings.model_copy(update={"database_url": urls.owner.render_as_string(hide_password=False)})
+    dbs = [Database(urls, pool_size=1) for _ in range(3)]
+    try:
+        started = await asyncio.gather(*(bootstrap(db, own) for db in dbs))
+    finally:
+        for db in dbs:
+            await db.dispose()
+    made = [b for b in started if b is not None]
+    assert len(made) == 1, started  # one banner with a key and a password; the others print none
+    assert made[0].tenant.name == own.bootstrap_tenant
 
 
 class TestSetPassword:

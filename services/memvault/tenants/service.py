@@ -118,3 +118,10 @@ async def by_name(s: AsyncSession, name: str) -> Tenant | None:
 async def count(s: AsyncSession) -> int:
     """Tenants that people use: the reserved system tenant (system-scope memories) is not one."""
     return await repo.count_in_use(s)
+
+
+async def count_at_first_start(s: AsyncSession) -> int:
+    """``count``, after waiting for any other process's first start to commit (the lock is held
+    until this transaction ends): two api replicas on an empty database make one first tenant."""
+    await repo.hold_first_start(s)
+    return await repo.count_in_use(s)
