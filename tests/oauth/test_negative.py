@@ -6,6 +6,7 @@ import base64
 import json
 import time
 import uuid
+from dataclasses import replace
 
 import httpx
 import psycopg
@@ -271,6 +272,20 @@ class TestAccessTokens:
         await oauth_server.api.disable_user(tenant_a.principal, user.id)
         assert (await mcp_ping(http, oauth_server, tokens.access_token)).status_code == 401
         assert (await refresh(http, oauth_server, tokens.client_id, tokens.refresh_token)).status_code == 400
+
+    async def test_a_new_password_ends_the_tokens_the_old_one_signed_in(
+        self, oauth_server: Server, http: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        # A password is reset because it was lost or leaked: whoever signed an MCP client in with it
+        # must sign in again, as the dashboard's sessions must.
+        user = await make_user(oauth_server.api, tenant_a)
+        tokens = await obtain_tokens(http, oauth_server, user)
+        assert (await mcp_ping(http, oauth_server, tokens.access_token)).status_code == 200
+        await oauth_server.api.set_user_password(tenant_a.principal, user.email, "another long password, new")
+        assert (await mcp_ping(http, oauth_server, tokens.access_token)).status_code == 401
+        assert (await refresh(http, oauth_server, tokens.client_id, tokens.refresh_token)).status_code == 400
+        fresh = await obtain_tokens(http, oauth_server, replace(user, password="another long password, new"))
+        assert (await mcp_ping(http, oauth_server, fresh.access_token)).status_code == 200
 
     async def test_rest_api_does_not_accept_access_tokens(
         self, oauth_server: Server, http: httpx.AsyncClient, user_a: User

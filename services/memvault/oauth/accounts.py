@@ -77,8 +77,8 @@ class AccountOps(UsageOps):
     @operation("write")
     async def set_user_password(self, p: Principal, email: str, password: str) -> UserOut:
         """Give a user a new password, for one who lost theirs (the bootstrap owner's is printed
-        only once). Their dashboard sessions end; the owner rules of member changes apply (only an
-        owner sets an owner's password)."""
+        only once). Their dashboard sessions and the grants of their MCP clients end; the owner
+        rules of member changes apply (only an owner sets an owner's password)."""
         if len(password) < secrets.MIN_PASSWORD_LENGTH:
             raise WeakPassword(
                 f"The password needs at least {secrets.MIN_PASSWORD_LENGTH} characters.", extra={"field": "password"}
@@ -93,7 +93,10 @@ class AccountOps(UsageOps):
             out = UserOut.model_validate(row)  # the update below expires the loaded row
             await repo.set_password_hash(tx.session, p.tenant_id, row.id, password_hash)
             await websessions.end_all_of(tx.session, p.tenant_id, row.id)
-            await self._audit(tx, p, "user.password", target_id=str(out.id))
+            # A password is reset because it was lost or leaked: every MCP client signed in with the
+            # old one signs in again too (its tokens fail on their next request).
+            revoked = await repo.revoke_grants(tx.session, p.tenant_id, user_id=row.id, reason="password_reset")
+            await self._audit(tx, p, "user.password", target_id=str(out.id), detail={"grants": len(revoked)})
         return out
 
     @operation("read")
