@@ -301,6 +301,24 @@ def cmd_admin(args: argparse.Namespace) -> int:
             user = await api.find_user(p, args.email)
             return (await api.disable_user(p, user.id)).model_dump(mode="json")
 
+    elif args.admin_cmd == "delete-tenant":
+        if args.confirm != args.tenant:
+            print(
+                f"error: deleting tenant '{args.tenant}' erases everything it holds; "
+                f"repeat its name: --confirm {args.tenant}",
+                file=sys.stderr,
+            )
+            return 2
+
+        async def fn(api: Any, db: Any) -> Any:
+            from memvault.errors import NotFound
+            from memvault.operator import delete_tenant
+
+            deleted = await delete_tenant(db, args.tenant)
+            if deleted is None:
+                raise NotFound(f"no tenant named '{args.tenant}'")
+            return {"tenant": args.tenant, "deleted": deleted}
+
     elif args.admin_cmd in ("create-plan", "set-plan", "list-plans"):
         try:
             plan_fn = _plan_command(args)
@@ -628,6 +646,9 @@ def build_parser() -> argparse.ArgumentParser:
     du = asub.add_parser("disable-user", help="disable a user and revoke every OAuth grant they gave")
     du.add_argument("--tenant", required=True)
     du.add_argument("--email", required=True)
+    dt = asub.add_parser("delete-tenant", help="delete a tenant and everything it holds (not undoable)")
+    dt.add_argument("--tenant", required=True)
+    dt.add_argument("--confirm", metavar="NAME", help="the tenant's name again: nothing is deleted without it")
     rsk = asub.add_parser("rotate-signing-key", help="start signing OAuth access tokens with a new key")
     cp = asub.add_parser("create-plan", help="create a plan: named limits a tenant may be put on")
     cp.add_argument("name")
@@ -641,7 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--override", action="append", metavar="NAME=N", help="replace one limit for this tenant (repeat)")
     sp.add_argument("--clear-overrides", action="store_true", help="drop the tenant's overrides")
     lp = asub.add_parser("list-plans", help="list the plans and their limits")
-    for p in (ct, ck, lk, rk, rok, cn, cu, spw, du, rsk, cp, sp, lp):
+    for p in (ct, ck, lk, rk, rok, cn, cu, spw, du, dt, rsk, cp, sp, lp):
         db_opts(p)
     admin.set_defaults(func=cmd_admin)
 

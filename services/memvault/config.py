@@ -353,6 +353,13 @@ class Settings(BaseSettings):
     signup_verify_ttl_s: int = Field(
         default=48 * 3600, ge=300, description="How long the emailed verification link of a sign-up works."
     )
+    signup_unverified_days: int = Field(
+        default=7,
+        ge=0,
+        description="Organisations signed up this many days ago whose owner never verified the address "
+        "(no verified user, no API key ever) are deleted by the scheduler's tick, so their names are free "
+        "again. 0: kept for ever.",
+    )
     invitation_ttl_s: int = Field(
         default=7 * 86400, ge=300, description="How long an invitation link works; after, invite again."
     )

@@ -30,7 +30,9 @@ from memvault.maintenance import repository as maintenance_repo
 from memvault.oauth.secrets import hash_password
 from memvault.plans import repository as plans_repo
 from memvault.plans.limits import PlanLimits
+from memvault.principal import SYSTEM_TENANT_ID
 from memvault.runtime import database_urls
+from memvault.tenants import repository as tenants_repo
 from memvault.tenants import service as tenants
 from memvault.tenants.models import Tenant
 from memvault.webhooks.delivery import repository as webhooks_repo
@@ -97,6 +99,33 @@ async def bootstrap(db: Database, settings: Settings) -> Bootstrapped | None:
         password_hash = await hash_password(password)
         await tenants.add_owner(s, created.id, email=email, password_hash=password_hash, actor="bootstrap")
     return Bootstrapped(tenant=created, owner_email=email, owner_password=password)
+
+
+class TenantProtected(InvalidInput):
+    code = "tenant_protected"
+    title = "Tenant cannot be deleted"
+
+
+async def delete_tenant(db: Database, name: str) -> dict[str, int] | None:
+    """Delete a tenant and everything it holds, in one transaction (rows deleted per table), or
+    None when no tenant has that name. The reserved system tenant is refused."""
+    async with db.owner() as s:
+        tenant = await tenants_repo.by_name(s, name)
+        if tenant is None:
+            return None
+        if tenant.id == SYSTEM_TENANT_ID:
+            raise TenantProtected("the system tenant holds the memories every tenant shares")
+        return await tenants_repo.delete_everything(s, tenant.id)
+
+
+async def purge_unverified_signups(db: Database, created_before: datetime) -> list[str]:
+    """Delete the organisations signed up before ``created_before`` whose owner never verified
+    the address: their names are free for a real sign-up again. Names deleted."""
+    async with db.owner() as s:
+        stale = await tenants_repo.never_verified(s, created_before)
+        for tenant in stale:
+            await tenants_repo.delete_everything(s, tenant.id)
+    return [t.name for t in stale]
 
 
 async def vacuum_erased(db: Database) -> None:

@@ -66,3 +66,5 @@ class MaintenanceTick(BaseModel):
     due: int = 0
     queued: list[ScheduledRun] = Field(default_factory=list)
     failed: int = 0
+    # Organisations deleted because their owner never verified (settings.signup_unverified_days).
+    purged_signups: list[str] = Field(default_factory=list)

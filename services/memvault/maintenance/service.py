@@ -13,7 +13,7 @@ import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memvault import operator
@@ -154,6 +154,15 @@ class MaintenanceOps(FacadeBase):
                 tick.queued.append(ScheduledRun(tenant_id=tenant_id, namespace_id=namespace_id, job_id=job_id))
         if tick.queued or tick.failed:
             log.info("periodic maintenance: %d due, %d queued, %d failed", tick.due, len(tick.queued), tick.failed)
+        if self._settings.signup_unverified_days:
+            try:
+                tick.purged_signups = await operator.purge_unverified_signups(
+                    self._db, now - timedelta(days=self._settings.signup_unverified_days)
+                )
+            except Exception:  # the next tick tries again; the maintenance above is queued either way
+                log.exception("unverified sign-ups not purged")
+            if tick.purged_signups:
+                log.info("deleted %d organisations never verified: %s", len(tick.purged_signups), tick.purged_signups)
         return tick
 
     async def _queue_scheduled(self, p: Principal, namespace_id: uuid.UUID, now: datetime) -> uuid.UUID | None:

@@ -22,6 +22,8 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from types import ModuleType
 
+from sqlalchemy.exc import IntegrityError
+
 from memvault.db.deferred import DeferredWriter
 from memvault.db.session import Database, TenantTx
 from memvault.metering import repository as repo
@@ -39,6 +41,8 @@ log = logging.getLogger(__name__)
 # Seconds between two writes of the buffered counts: what a crash may lose, and how late the
 # account's usage series may be.
 WRITE_INTERVAL_S = 2.0
+
+FOREIGN_KEY_VIOLATION = "23503"
 
 # (tenant, hour, door, namespace, key, operation)
 Bucket = tuple[uuid.UUID, datetime, str, str, str, str]
@@ -216,7 +220,13 @@ class UsageMeter(DeferredWriter):
                 async with self._db.tenant_tx(tenant_id) as tx:
                     await self._announce_month(tx, tenant_id, items)
                     await repo.add(tx.session, rows)
-            except Exception:
+            except Exception as exc:
+                if isinstance(exc, IntegrityError) and getattr(exc.orig, "sqlstate", None) == FOREIGN_KEY_VIOLATION:
+                    # The tenant was deleted since these calls (operator.delete_tenant): nobody to
+                    # bill, and no later write would succeed either.
+                    log.info("usage of deleted tenant %s dropped (%d buckets)", tenant_id, len(items))
+                    self._written_now(items, committed=False)
+                    continue
                 if self.pending + len(items) <= self._max_pending:
                     log.warning("could not write %d usage buckets; kept for the next write", len(items), exc_info=True)
                     for bucket, units in items:
