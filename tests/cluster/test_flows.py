@@ -8,7 +8,6 @@ import uuid
 
 import httpx
 import psycopg
-import pytest
 from sqlalchemy import text
 
 from memvault.api import NamespaceAPI
@@ -28,14 +27,6 @@ FACTS = [
     "Ana prefers green tea over coffee",
     "The office wifi password changes every month",
 ]
-# Not yet on Citus: a tenant's list and search also read the system tenant's shared memories
-# (tenant_id IN (tenant, system)), two shards that may sit on two nodes, in one statement with
-# correlated subqueries and SQL functions taking parameters, which Citus refuses ("complex joins
-# are only supported when all distributed tables are co-located and joined on their distribution
-# columns"). docs/_incoming/citus.md says what must change. Strict: passing turns them red.
-SYSTEM_ROWS = pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="list and search read the system tenant's shard too (issue 26)"
-)
 QUESTIONS = ["What does Ana drink?", "Who plays an instrument?", "When is the standup?", "What is Ana allergic to?"]
 
 
@@ -67,12 +58,10 @@ class TestStoreAndSearch:
             assert r.status_code == 200, r.text
             assert r.json()["content"] == content
 
-    @SYSTEM_ROWS
     async def test_list(self, citus_client: httpx.AsyncClient, citus_a: Tenant) -> None:
         many = await store_many(citus_client, citus_a, ["Ana likes tea", "Tomas plays the cello"])
         assert {m["id"] for m in await listed(citus_client, citus_a)} == {m["id"] for m in many}
 
-    @SYSTEM_ROWS
     async def test_search_answers_as_single_node(
         self,
         citus_client: httpx.AsyncClient,
@@ -130,7 +119,6 @@ class TestIsolation:
         assert (await get(citus_client, citus_b, mine["id"])).status_code == 404
         assert (await get(citus_client, citus_a, mine["id"])).status_code == 200
 
-    @SYSTEM_ROWS
     async def test_other_tenant_lists_and_finds_nothing(
         self, citus_client: httpx.AsyncClient, citus_a: Tenant, citus_b: Tenant
     ) -> None:
