@@ -4,14 +4,17 @@ nothing on any shard, and a tenant's statements routed to one node."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import httpx
 import psycopg
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from memvault.api import NamespaceAPI
 from memvault.cluster import local
+from memvault.memories.schemas import MemoryIn, ScopeLevel
+from memvault.principal import Principal
 from tests.cluster.conftest import on_every_shard
 from tests.conftest import Tenant
 from tests.forget.test_router import FORGET, seed
@@ -135,6 +138,40 @@ class TestIsolation:
             assert await s.scalar(text("SELECT count(*) FROM memories")) == 0
 
 
+class TestSystemRows:
+    """The system tenant's shared memories sit on a shard of their own: a tenant's list and search
+    read them in a statement of their own (memories/split.py) and show them with the tenant's."""
+
+    async def test_a_tenant_lists_pages_and_finds_the_shared_memories(
+        self, citus_api: NamespaceAPI, citus_client: httpx.AsyncClient, citus_a: Tenant, citus_cluster: local.Cluster
+    ) -> None:
+        operator = Principal.system(citus_a.id, subject="cli", operator=True)
+        shared = await citus_api.store(
+            operator, "default", MemoryIn(content="Always answer in Norwegian", scope=ScopeLevel.system)
+        )
+        try:
+            mine = await store_many(citus_client, citus_a, ["Ana answers emails in the morning", "Ana likes tea"])
+            expected = {str(shared.id), *(m["id"] for m in mine)}
+            assert {m["id"] for m in await listed(citus_client, citus_a)} == expected
+            # One row a page: the cursor walks both shards' rows, none skipped or repeated.
+            seen: list[str] = []
+            params: dict[str, object] = {"limit": 1}
+            while True:
+                r = await citus_client.get(MEMORIES, params=params, headers=citus_a.headers)
+                assert r.status_code == 200, r.text
+                seen += [m["id"] for m in r.json()["data"]]
+                if not r.json().get("next_cursor"):
+                    break
+                params["cursor"] = r.json()["next_cursor"]
+            assert sorted(seen) == sorted(expected) and len(seen) == 3
+            hits = await search(citus_client, citus_a, "Which language should answers be in?")
+            assert "Always answer in Norwegian" in hits
+            assert "Ana answers emails in the morning" in hits
+        finally:
+            with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
+                conn.execute("DELETE FROM memories WHERE id = %s", (shared.id,))
+
+
 class TestRouting:
     async def test_a_tenant_scoped_search_is_one_task(
         self, citus_api: NamespaceAPI, citus_client: httpx.AsyncClient, citus_a: Tenant
@@ -152,3 +189,32 @@ class TestRouting:
             ).scalars()
             lines = list(plan)
         assert any("Task Count: 1" in line for line in lines), "\n".join(lines)
+
+    async def test_every_statement_the_server_warms_up_is_one_task(
+        self, citus_api: NamespaceAPI, citus_cluster: local.Cluster
+    ) -> None:
+        # The statements of every search shape warm_search builds (unfiltered, as a user, as a user
+        # whose chain is small; words, intent, graph and time cues), as the app sends them, each
+        # planned again under EXPLAIN: every distributed scan in it is one task on one worker.
+        sent: list[tuple[str, object]] = []
+
+        def capture(_c: object, _cur: object, statement: str, params: object, _ctx: object, _many: bool) -> None:
+            if statement.lstrip().upper().startswith(("WITH", "SELECT")) and "pg_extension" not in statement:
+                sent.append((statement, params))
+
+        engine = citus_api._db.app_engine.sync_engine
+        event.listen(engine, "before_cursor_execute", capture)
+        try:
+            ran = await citus_api.warm_search()
+        finally:
+            event.remove(engine, "before_cursor_execute", capture)
+        assert ran == 96 and len(sent) >= ran, (ran, len(sent))
+        tenant = uuid.uuid4()
+        with psycopg.connect(citus_cluster.coordinator.uri("memvault_app")) as conn:
+            conn.execute(f"SET LOCAL app.tenant_id = '{tenant}'")
+            cur = psycopg.ClientCursor(conn)
+            for statement, params in sent:
+                cur.execute("EXPLAIN " + statement, params)  # type: ignore[arg-type]
+                plan = "\n".join(line for (line,) in cur.fetchall())
+                tasks = re.findall(r"Task Count: (\d+)", plan)
+                assert tasks and set(tasks) == {"1"}, plan[:2000]
