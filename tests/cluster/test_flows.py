@@ -4,6 +4,7 @@ nothing on any shard, and a tenant's statements routed to one node."""
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 
@@ -18,7 +19,10 @@ from memvault.principal import Principal
 from tests.cluster.conftest import on_every_shard
 from tests.conftest import Tenant
 from tests.forget.test_router import FORGET, seed
+from tests.jobs.helpers import all_memories, wait_for_job
+from tests.jobs.test_tasks import events_body, ingest
 from tests.memories.test_router import MEMORIES, SEARCH, get, listed, store, store_many
+from tests.portability.test_router import DST, SRC, export, normalise
 
 FACTS = [
     "Ana lives in Oslo and works as a nurse",
@@ -89,6 +93,47 @@ class TestVersions:
         r = await citus_client.get(f"{MEMORIES}/{v2['id']}/history", headers=citus_a.headers)
         assert r.status_code == 200, r.text
         assert r.text.count("Ana lives in") >= 2, r.text
+
+
+class TestContext:
+    async def test_the_context_block_holds_the_memories_asked_for(
+        self, citus_client: httpx.AsyncClient, citus_a: Tenant
+    ) -> None:
+        await store_many(citus_client, citus_a, FACTS)
+        r = await citus_client.post(
+            f"{MEMORIES.rsplit('/', 1)[0]}/context", json={"query": "What is Ana allergic to?"}, headers=citus_a.headers
+        )
+        assert r.status_code == 200, r.text
+        assert "Ana is allergic to peanuts" in r.text
+
+
+class TestPortability:
+    async def test_an_export_imported_into_another_namespace_reads_the_same(
+        self, citus_client: httpx.AsyncClient, citus_a: Tenant
+    ) -> None:
+        await store_many(citus_client, citus_a, FACTS[:4])
+        r = await citus_client.post("/v1/namespaces", json={"name": "restored"}, headers=citus_a.headers)
+        assert r.status_code == 201, r.text
+        exported = await export(citus_client, citus_a, SRC)
+        body = "\n".join(json.dumps(x) for x in exported)
+        r = await citus_client.post(f"{DST}/import", content=body, headers=citus_a.headers)
+        assert r.status_code in (200, 201), r.text
+        again = await export(citus_client, citus_a, DST)
+        assert normalise(again)["memory"] == normalise(exported)["memory"]
+        assert len(normalise(again)["memory"]) == 4
+
+
+class TestJobs:
+    async def test_an_extraction_job_runs_and_its_memories_are_found(
+        self, citus_inproc: httpx.AsyncClient, citus_api: NamespaceAPI, citus_a: Tenant
+    ) -> None:
+        out = await ingest(citus_inproc, citus_a, events_body("s-" + uuid.uuid4().hex[:8]))
+        job = await wait_for_job(citus_inproc, citus_a.headers, out["job_id"])
+        assert job["status"] == "succeeded", job
+        assert job["result"]["memories_created"] == 8
+        contents = {m.content for m in await all_memories(citus_api, citus_a.principal)}
+        assert "My sister Ana lives in Lisbon" in contents
+        assert "My sister Ana lives in Lisbon" in await search(citus_inproc, citus_a, "Where does Ana live?")
 
 
 class TestForget:
