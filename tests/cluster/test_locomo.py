@@ -34,10 +34,7 @@ def turns(conv: dict[str, Any]) -> list[dict[str, Any]]:
     """Each turn as a memory of its session, in order."""
     c, out, n = conv["conversation"], [], 1
     while f"session_{n}" in c:
-        out += [
-            {"content": f"{t['speaker']}: {t['text']}", "session_id": f"session-{n}"}
-            for t in c[f"session_{n}"]
-        ]
+        out += [{"content": f"{t['speaker']}: {t['text']}", "session_id": f"session-{n}"} for t in c[f"session_{n}"]]
         n += 1
     return out
 
