@@ -134,6 +134,11 @@ class TestJobs:
         contents = {m.content for m in await all_memories(citus_api, citus_a.principal)}
         assert "My sister Ana lives in Lisbon" in contents
         assert "My sister Ana lives in Lisbon" in await search(citus_inproc, citus_a, "Where does Ana live?")
+        # Through the entities extraction linked (entity hops: their own statements, one task each).
+        r = await citus_inproc.post(
+            SEARCH, json={"query": "Where does Ana's sister live?", "hops": True}, headers=citus_a.headers
+        )
+        assert r.status_code == 200, r.text
 
 
 class TestForget:
