@@ -106,3 +106,24 @@ async def citus_a(citus_api: NamespaceAPI) -> Tenant:
 @pytest.fixture
 async def citus_b(citus_api: NamespaceAPI) -> Tenant:
     return await make_tenant(citus_api, "b")
+
+
+@pytest.fixture(scope="session")
+async def citus_inproc_app(
+    citus_settings: Settings, citus_urls: DatabaseUrls, embedder: LocalEmbedder
+) -> AsyncIterator[object]:
+    """The cluster's app as `memvault serve` runs it without Redis: jobs on threads in the process
+    (as tests/jobs/conftest.py's inproc_app), no start-up recovery, no sweep."""
+    settings = citus_settings.model_copy(
+        update={"redis_url": None, "job_recover_on_start": False, "job_sweep_interval_s": 0}
+    )
+    application = create_app(settings, urls=citus_urls, embedder=embedder)
+    async with running(application):
+        yield application
+
+
+@pytest.fixture
+async def citus_inproc(citus_inproc_app: object) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=citus_inproc_app)  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=transport, base_url="http://memvault.test") as c:
+        yield c

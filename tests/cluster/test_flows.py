@@ -4,19 +4,25 @@ nothing on any shard, and a tenant's statements routed to one node."""
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 
 import httpx
 import psycopg
-import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from memvault.api import NamespaceAPI
 from memvault.cluster import local
+from memvault.memories.schemas import MemoryIn, ScopeLevel
+from memvault.principal import Principal
 from tests.cluster.conftest import on_every_shard
 from tests.conftest import Tenant
 from tests.forget.test_router import FORGET, seed
+from tests.jobs.helpers import all_memories, wait_for_job
+from tests.jobs.test_tasks import events_body, ingest
 from tests.memories.test_router import MEMORIES, SEARCH, get, listed, store, store_many
+from tests.portability.test_router import DST, SRC, export, normalise
 
 FACTS = [
     "Ana lives in Oslo and works as a nurse",
@@ -28,14 +34,6 @@ FACTS = [
     "Ana prefers green tea over coffee",
     "The office wifi password changes every month",
 ]
-# Not yet on Citus: a tenant's list and search also read the system tenant's shared memories
-# (tenant_id IN (tenant, system)), two shards that may sit on two nodes, in one statement with
-# correlated subqueries and SQL functions taking parameters, which Citus refuses ("complex joins
-# are only supported when all distributed tables are co-located and joined on their distribution
-# columns"). docs/_incoming/citus.md says what must change. Strict: passing turns them red.
-SYSTEM_ROWS = pytest.mark.xfail(
-    strict=True, raises=AssertionError, reason="list and search read the system tenant's shard too (issue 26)"
-)
 QUESTIONS = ["What does Ana drink?", "Who plays an instrument?", "When is the standup?", "What is Ana allergic to?"]
 
 
@@ -67,12 +65,10 @@ class TestStoreAndSearch:
             assert r.status_code == 200, r.text
             assert r.json()["content"] == content
 
-    @SYSTEM_ROWS
     async def test_list(self, citus_client: httpx.AsyncClient, citus_a: Tenant) -> None:
         many = await store_many(citus_client, citus_a, ["Ana likes tea", "Tomas plays the cello"])
         assert {m["id"] for m in await listed(citus_client, citus_a)} == {m["id"] for m in many}
 
-    @SYSTEM_ROWS
     async def test_search_answers_as_single_node(
         self,
         citus_client: httpx.AsyncClient,
@@ -97,6 +93,52 @@ class TestVersions:
         r = await citus_client.get(f"{MEMORIES}/{v2['id']}/history", headers=citus_a.headers)
         assert r.status_code == 200, r.text
         assert r.text.count("Ana lives in") >= 2, r.text
+
+
+class TestContext:
+    async def test_the_context_block_holds_the_memories_asked_for(
+        self, citus_client: httpx.AsyncClient, citus_a: Tenant
+    ) -> None:
+        await store_many(citus_client, citus_a, FACTS)
+        r = await citus_client.post(
+            f"{MEMORIES.rsplit('/', 1)[0]}/context", json={"query": "What is Ana allergic to?"}, headers=citus_a.headers
+        )
+        assert r.status_code == 200, r.text
+        assert "Ana is allergic to peanuts" in r.text
+
+
+class TestPortability:
+    async def test_an_export_imported_into_another_namespace_reads_the_same(
+        self, citus_client: httpx.AsyncClient, citus_a: Tenant
+    ) -> None:
+        await store_many(citus_client, citus_a, FACTS[:4])
+        r = await citus_client.post("/v1/namespaces", json={"name": "restored"}, headers=citus_a.headers)
+        assert r.status_code == 201, r.text
+        exported = await export(citus_client, citus_a, SRC)
+        body = "\n".join(json.dumps(x) for x in exported)
+        r = await citus_client.post(f"{DST}/import", content=body, headers=citus_a.headers)
+        assert r.status_code in (200, 201), r.text
+        again = await export(citus_client, citus_a, DST)
+        assert normalise(again)["memory"] == normalise(exported)["memory"]
+        assert len(normalise(again)["memory"]) == 4
+
+
+class TestJobs:
+    async def test_an_extraction_job_runs_and_its_memories_are_found(
+        self, citus_inproc: httpx.AsyncClient, citus_api: NamespaceAPI, citus_a: Tenant
+    ) -> None:
+        out = await ingest(citus_inproc, citus_a, events_body("s-" + uuid.uuid4().hex[:8]))
+        job = await wait_for_job(citus_inproc, citus_a.headers, out["job_id"])
+        assert job["status"] == "succeeded", job
+        assert job["result"]["memories_created"] == 8
+        contents = {m.content for m in await all_memories(citus_api, citus_a.principal)}
+        assert "My sister Ana lives in Lisbon" in contents
+        assert "My sister Ana lives in Lisbon" in await search(citus_inproc, citus_a, "Where does Ana live?")
+        # Through the entities extraction linked (entity hops: their own statements, one task each).
+        r = await citus_inproc.post(
+            SEARCH, json={"query": "Where does Ana's sister live?", "hops": True}, headers=citus_a.headers
+        )
+        assert r.status_code == 200, r.text
 
 
 class TestForget:
@@ -130,7 +172,6 @@ class TestIsolation:
         assert (await get(citus_client, citus_b, mine["id"])).status_code == 404
         assert (await get(citus_client, citus_a, mine["id"])).status_code == 200
 
-    @SYSTEM_ROWS
     async def test_other_tenant_lists_and_finds_nothing(
         self, citus_client: httpx.AsyncClient, citus_a: Tenant, citus_b: Tenant
     ) -> None:
@@ -145,6 +186,40 @@ class TestIsolation:
         await store(citus_client, citus_a, "Ana's locker code is 4417")
         async with citus_api._db.unscoped() as s:
             assert await s.scalar(text("SELECT count(*) FROM memories")) == 0
+
+
+class TestSystemRows:
+    """The system tenant's shared memories sit on a shard of their own: a tenant's list and search
+    read them in a statement of their own (memories/split.py) and show them with the tenant's."""
+
+    async def test_a_tenant_lists_pages_and_finds_the_shared_memories(
+        self, citus_api: NamespaceAPI, citus_client: httpx.AsyncClient, citus_a: Tenant, citus_cluster: local.Cluster
+    ) -> None:
+        operator = Principal.system(citus_a.id, subject="cli", operator=True)
+        shared = await citus_api.store(
+            operator, "default", MemoryIn(content="Always answer in Norwegian", scope=ScopeLevel.system)
+        )
+        try:
+            mine = await store_many(citus_client, citus_a, ["Ana answers emails in the morning", "Ana likes tea"])
+            expected = {str(shared.id), *(m["id"] for m in mine)}
+            assert {m["id"] for m in await listed(citus_client, citus_a)} == expected
+            # One row a page: the cursor walks both shards' rows, none skipped or repeated.
+            seen: list[str] = []
+            params: dict[str, object] = {"limit": 1}
+            while True:
+                r = await citus_client.get(MEMORIES, params=params, headers=citus_a.headers)
+                assert r.status_code == 200, r.text
+                seen += [m["id"] for m in r.json()["data"]]
+                if not r.json().get("next_cursor"):
+                    break
+                params["cursor"] = r.json()["next_cursor"]
+            assert sorted(seen) == sorted(expected) and len(seen) == 3
+            hits = await search(citus_client, citus_a, "Which language should answers be in?")
+            assert "Always answer in Norwegian" in hits
+            assert "Ana answers emails in the morning" in hits
+        finally:
+            with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
+                conn.execute("DELETE FROM memories WHERE id = %s", (shared.id,))
 
 
 class TestRouting:
@@ -164,3 +239,32 @@ class TestRouting:
             ).scalars()
             lines = list(plan)
         assert any("Task Count: 1" in line for line in lines), "\n".join(lines)
+
+    async def test_every_statement_the_server_warms_up_is_one_task(
+        self, citus_api: NamespaceAPI, citus_cluster: local.Cluster
+    ) -> None:
+        # The statements of every search shape warm_search builds (unfiltered, as a user, as a user
+        # whose chain is small; words, intent, graph and time cues), as the app sends them, each
+        # planned again under EXPLAIN: every distributed scan in it is one task on one worker.
+        sent: list[tuple[str, object]] = []
+
+        def capture(_c: object, _cur: object, statement: str, params: object, _ctx: object, _many: bool) -> None:
+            if statement.lstrip().upper().startswith(("WITH", "SELECT")) and "pg_extension" not in statement:
+                sent.append((statement, params))
+
+        engine = citus_api._db.app_engine.sync_engine
+        event.listen(engine, "before_cursor_execute", capture)
+        try:
+            ran = await citus_api.warm_search()
+        finally:
+            event.remove(engine, "before_cursor_execute", capture)
+        assert ran == 96 and len(sent) >= ran, (ran, len(sent))
+        tenant = uuid.uuid4()
+        with psycopg.connect(citus_cluster.coordinator.uri("memvault_app")) as conn:
+            conn.execute(f"SET LOCAL app.tenant_id = '{tenant}'")
+            cur = psycopg.ClientCursor(conn)
+            for statement, params in sent:
+                cur.execute("EXPLAIN " + statement, params)  # type: ignore[arg-type]
+                plan = "\n".join(line for (line,) in cur.fetchall())
+                tasks = re.findall(r"Task Count: (\d+)", plan)
+                assert tasks and set(tasks) == {"1"}, plan[:2000]

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import event, text
@@ -47,6 +48,62 @@ def cache_long_statements() -> bool:
 
 
 AfterCommit = Callable[[], Any]
+
+# Whether the tenant transaction running in this context is on Citus, where the system tenant's
+# shared memories sit on a shard of their own: there a read takes them in a statement of its own
+# (memories/split.py) and the tenant's statements name the tenant alone, so that each is routed to
+# one worker. Set by Database.tenant_tx for its block; read by memories.repository.
+_system_apart: ContextVar[bool] = ContextVar("memvault_system_apart", default=False)
+# Whether it is on Citus at all (also while reading as the system tenant, reading_as_system).
+_on_citus: ContextVar[bool] = ContextVar("memvault_on_citus", default=False)
+
+
+def on_citus() -> bool:
+    """Whether the tenant transaction running in this context is on a Citus coordinator."""
+    return _on_citus.get()
+
+
+def system_apart() -> bool:
+    """Whether reads in this context leave the system tenant's rows to a statement of their own."""
+    return _system_apart.get()
+
+
+@asynccontextmanager
+async def reading_as_system(session: AsyncSession, tenant_id: uuid.UUID) -> AsyncIterator[None]:
+    """For the block, the transaction reads as the system tenant (``app.tenant_id``, which the
+    Citus versions of the search functions read, migration 0035) with the one-node read shape,
+    whose statements then name the system tenant alone; the tenant ``tenant_id`` is set back after."""
+    from memvault.principal import SYSTEM_TENANT_ID
+
+    token = _system_apart.set(False)
+    await set_local(session, {"app.tenant_id": str(SYSTEM_TENANT_ID)})
+    try:
+        yield
+    finally:
+        _system_apart.reset(token)
+        await set_local(session, {"app.tenant_id": str(tenant_id)})
+
+
+async def _bind_on_client(session: AsyncSession) -> None:
+    """On Citus, the connection's statements carry their values in their text (psycopg's client-side
+    binding) rather than as parameters. Citus plans a tenant's statement for the one worker of its
+    tenant from the tenant's value, and for the search's statements (functions in FROM and in the
+    select list, correlated subqueries) it cannot do so from a parameter: "could not create
+    distributed plan". The coordinator plans each statement anyway; one node keeps server-side
+    parameters and its prepared statements."""
+    import psycopg
+
+    connection = await session.connection()
+    driver = (await connection.get_raw_connection()).driver_connection
+    assert driver is not None
+    if driver.cursor_factory is not psycopg.AsyncClientCursor:
+        driver.cursor_factory = psycopg.AsyncClientCursor
+
+
+async def _is_citus(session: AsyncSession) -> bool:
+    found = await session.scalar(text("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')"))
+    return bool(found)
+
 
 # SQLSTATEs of a server going away or not taking connections yet: admin, crash and fast shutdowns,
 # "the database system is starting up", too many connections. Class 08 (connection exception) too.
@@ -138,6 +195,8 @@ class Database:
         self.urls = urls
         # Told how long each request transaction waited for its connection (the app's pool metric).
         self.on_pool_wait: Callable[[float], None] | None = None
+        # Whether the database is a Citus coordinator: asked in the first tenant transaction.
+        self.citus: bool | None = None
         cache_long_statements()
         # Unpooled for jobs: each runs in its own short-lived event loop, and a pooled asyncio
         # connection belongs to the loop that opened it.
@@ -183,8 +242,18 @@ class Database:
                 # One consistent view across many statements (an export that pages through tables).
                 await session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
             await set_local(session, {"app.tenant_id": str(tenant_id), **(settings or {})})
+            if self.citus is None:
+                # Once per Database: the shape of the database it serves does not change under it.
+                self.citus = await _is_citus(session)
+            if self.citus:
+                await _bind_on_client(session)
             tx = TenantTx(session, tenant_id)
-            yield tx
+            token, citus_token = _system_apart.set(self.citus), _on_citus.set(self.citus)
+            try:
+                yield tx
+            finally:
+                _system_apart.reset(token)
+                _on_citus.reset(citus_token)
         for fn in tx._after_commit:
             try:
                 result = fn()

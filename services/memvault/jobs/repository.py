@@ -10,6 +10,7 @@ from sqlalchemy import ColumnElement, case, func, select, text, tuple_, union_al
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from memvault.db.base import app_now, first_time
 from memvault.jobs.models import Job
 from memvault.jobs.registry import JobKind
 from memvault.namespaces.models import Namespace
@@ -76,7 +77,7 @@ async def claim(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID) -> Job
         .values(
             status="running",
             attempts=Job.attempts + 1,
-            started_at=func.coalesce(Job.started_at, func.now()),
+            started_at=first_time(Job.started_at),
             updated_at=func.now(),
         )
         .returning(Job)
@@ -133,8 +134,8 @@ async def cancel(s: AsyncSession, tenant_id: uuid.UUID, job_id: uuid.UUID) -> Jo
         .where(Job.tenant_id == tenant_id, Job.id == job_id)
         .values(
             status=case((Job.status == "queued", "cancelled"), else_=Job.status),
-            finished_at=case((Job.status == "queued", func.now()), else_=Job.finished_at),
-            cancel_requested_at=func.coalesce(Job.cancel_requested_at, func.now()),
+            finished_at=case((Job.status == "queued", app_now()), else_=Job.finished_at),
+            cancel_requested_at=first_time(Job.cancel_requested_at),
             updated_at=func.now(),
         )
         .returning(Job),

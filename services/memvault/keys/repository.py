@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import ARRAY, Text, cast, func, insert, or_, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.db.base import first_time
 from memvault.db.pagination import newest_first
 from memvault.keys import tokens
 from memvault.keys.models import ApiKey
@@ -131,7 +132,7 @@ async def revoke(s: AsyncSession, tenant_id: uuid.UUID, key_id: uuid.UUID) -> Ap
     stmt = (
         update(ApiKey)
         .where(ApiKey.tenant_id == tenant_id, ApiKey.id == key_id)
-        .values(revoked_at=func.coalesce(ApiKey.revoked_at, func.now()))
+        .values(revoked_at=first_time(ApiKey.revoked_at))
         .returning(ApiKey)
     )
     return await s.scalar(stmt, execution_options={"synchronize_session": False})

@@ -8,6 +8,7 @@ from datetime import datetime
 from sqlalchemy import func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.db.base import first_time
 from memvault.db.pagination import newest_first
 from memvault.members.models import Invitation
 
@@ -54,7 +55,7 @@ async def revoke(s: AsyncSession, tenant_id: uuid.UUID, invitation_id: uuid.UUID
     stmt = (
         update(Invitation)
         .where(Invitation.tenant_id == tenant_id, Invitation.id == invitation_id)
-        .values(revoked_at=func.coalesce(Invitation.revoked_at, func.now()))
+        .values(revoked_at=first_time(Invitation.revoked_at))
         .returning(Invitation)
     )
     return await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})

@@ -31,7 +31,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from memvault.db.pagination import newest_first
+from memvault.db.session import reading_as_system, system_apart
 from memvault.entities.models import MemoryEntity
+from memvault.memories import split
 from memvault.memories.models import Memory, MemoryHistoryEntry
 from memvault.memories.schemas import SCOPE_RANK, MemoryFilters, MemoryState
 from memvault.principal import SYSTEM_TENANT_ID
@@ -83,6 +85,9 @@ class _Terms:
     since: Any = None
     until: Any = None
     entity_id: Any = None
+    # The system tenant, whose system-scope rows every reader sees; None on Citus, where they
+    # are read by a statement of their own (db.session.system_apart).
+    system_tenant: Any = None
 
 
 def live_read(f: MemoryFilters | None) -> bool:
@@ -116,6 +121,7 @@ def _values(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters) -> 
         "since": f.since,
         "until": f.until,
         "entity_id": f.entity_id,
+        "system_tenant": None if system_apart() else SYSTEM_TENANT_ID,
     }
 
 
@@ -141,11 +147,13 @@ def _chain(m: Any, t: _Terms, *, strict: bool) -> Any:
                 session = and_(session, or_(m.user_id.is_(None), m.user_id == t.user_id))
             levels.append(session)
         in_namespace = or_(*levels)
-    return or_(
+    levels = [
         and_(m.tenant_id == t.tenant_id, m.namespace_id == t.namespace_id, in_namespace),
         and_(m.tenant_id == t.tenant_id, m.namespace_id.is_(None), m.scope == "tenant"),
-        and_(m.tenant_id == SYSTEM_TENANT_ID, m.scope == "system"),
-    )
+    ]
+    if t.system_tenant is not None:
+        levels.append(and_(m.tenant_id == t.system_tenant, m.scope == "system"))
+    return or_(*levels)
 
 
 def _time(m: Any, t: _Terms) -> list[ColumnElement[bool]]:
@@ -219,11 +227,12 @@ def read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilt
     and narrowest-scope-wins for memories that share type and key."""
     # Building these costs a few milliseconds of Python per search, and they depend on nothing
     # but the arguments (SQL expressions are immutable, so statements can share them).
-    return list(_read_conditions(tenant_id, namespace_id, (f or MemoryFilters()).model_dump_json()))
+    return list(_read_conditions(tenant_id, namespace_id, (f or MemoryFilters()).model_dump_json(), system_apart()))
 
 
 @lru_cache(maxsize=1024)
-def _read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters_json: str) -> tuple[Any, ...]:
+def _read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters_json: str, apart: bool) -> tuple[Any, ...]:
+    # ``apart`` (the context's system_apart(), which _values reads) is part of the key.
     return _conditions(_Terms(**_values(tenant_id, namespace_id, MemoryFilters.model_validate_json(filters_json))))
 
 
@@ -451,6 +460,12 @@ async def page(
     """Newest first, keyset-paginated on (created_at, id) so pages never skip or repeat rows."""
     stmt = select(Memory).where(*read_conditions(tenant_id, namespace_id, filters))
     rows, next_cursor = await newest_first(s, stmt, Memory.created_at, Memory.id, limit=limit, cursor=cursor)
+    if system_apart() and await split.system_shared(s):
+        # On Citus: the system tenant's shared rows from their own shard (memories/split.py).
+        async with reading_as_system(s, tenant_id):
+            shared_stmt = select(Memory).where(*read_conditions(SYSTEM_TENANT_ID, namespace_id, filters))
+            shared, more = await newest_first(s, shared_stmt, Memory.created_at, Memory.id, limit=limit, cursor=cursor)
+        return split.merge_pages(rows, shared, limit, next_cursor is not None or more is not None)
     return list(rows), next_cursor
 
 

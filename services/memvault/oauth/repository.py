@@ -13,6 +13,7 @@ from sqlalchemy.dialects.postgresql import ARRAY as PG_ARRAY
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.db.base import first_time
 from memvault.db.pagination import decode_cursor, encode_cursor, newest_first
 from memvault.namespaces.models import Namespace
 from memvault.oauth.models import AuthorizationCode, OAuthClient, OAuthGrant, OAuthUser, RefreshToken, SigningKey
@@ -214,7 +215,7 @@ async def disable_user(s: AsyncSession, tenant_id: uuid.UUID, user_id: uuid.UUID
     stmt = (
         update(OAuthUser)
         .where(OAuthUser.tenant_id == tenant_id, OAuthUser.id == user_id)
-        .values(disabled_at=func.coalesce(OAuthUser.disabled_at, func.now()))
+        .values(disabled_at=first_time(OAuthUser.disabled_at))
         .returning(OAuthUser)
     )
     return await s.scalar(stmt, execution_options={"synchronize_session": False, "populate_existing": True})
@@ -309,7 +310,7 @@ async def revoke_grants(
     if user_id is not None:
         stmt = stmt.where(OAuthGrant.user_id == user_id)
     stmt = stmt.values(
-        revoked_at=func.coalesce(OAuthGrant.revoked_at, func.now()),
+        revoked_at=first_time(OAuthGrant.revoked_at),
         revoked_reason=func.coalesce(OAuthGrant.revoked_reason, reason),
     ).returning(OAuthGrant)
     return list((await s.scalars(stmt, execution_options={"synchronize_session": False})).all())

@@ -10,11 +10,16 @@ with their explanation (each channel's rank and value) and the search's metrics.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.db.session import reading_as_system, system_apart
+from memvault.memories import split
+from memvault.principal import SYSTEM_TENANT_ID
 from memvault.retrieval import timeline
+from memvault.retrieval.cues import QueryCues
 from memvault.retrieval.hits import Hit, SearchOutcome
 from memvault.retrieval.plan import SearchPlan
 from memvault.retrieval.sql.common import RRF_K
@@ -34,22 +39,14 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
     evidence is spread over adjacent turns (a question in one, the answer in the next), and a
     turn whose neighbour matches is likely part of the exchange asked about."""
     started = time.perf_counter()
-    channels = channels_of(plan)
-    shape = shape_of(plan, channels)
-    prepared = statement_for(shape)
     settings = None if plan.settings_set else search_settings(plan.filters, plan.candidates)
-    params = parameters(plan, channels, shape)
-    # The cues the timeline answers, if it does (retrieval/timeline.py).
-    timed = plan.cues if timeline_on(plan, channels) else None
-    if timed is not None:
-        if timeline_cue(plan, channels):
-            # Time re-orders the fused hits within their subject, not in the fusion.
-            channels.used.pop("time")
-        params["limit"] = timeline.fetch(plan.limit)
-    rows = await search_rows(s, prepared, params, settings)
-    if channels.active["context"] and not any(row._mapping["n_near"] for row in rows):
-        channels.drop_context()
-    hits, counts = _hits(rows, prepared, channels, plan.fusion)
+    hits, counts, channels, timed = await _search(s, plan, settings)
+    if system_apart() and await split.system_shared(s):
+        # On Citus: the system tenant's shared memories, from their own shard (memories/split.py).
+        async with reading_as_system(s, plan.tenant_id):
+            shared, shared_counts, _, _ = await _search(s, replace(plan, tenant_id=SYSTEM_TENANT_ID), None)
+        hits = split.merge_hits(hits, shared)
+        counts = {name: n + shared_counts.get(name, 0) for name, n in counts.items()}
     explained: dict[str, str] = {}
     if timed is not None:
         # The subject is judged on the hits' vectors, read only when the window does not decide.
@@ -65,6 +62,29 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
         timings_ms={"sql": round(elapsed, 2)},
         cues=explained,
     )
+
+
+async def _search(
+    s: AsyncSession, plan: SearchPlan, settings: dict[str, str] | None
+) -> tuple[list[Hit], dict[str, int], Channels, QueryCues | None]:
+    """The plan's statement run: its hits, candidate counts, the channels that counted, and the
+    cues the timeline answers (None: it does not)."""
+    channels = channels_of(plan)
+    shape = shape_of(plan, channels)
+    prepared = statement_for(shape)
+    params = parameters(plan, channels, shape)
+    # The cues the timeline answers, if it does (retrieval/timeline.py).
+    timed = plan.cues if timeline_on(plan, channels) else None
+    if timed is not None:
+        if timeline_cue(plan, channels):
+            # Time re-orders the fused hits within their subject, not in the fusion.
+            channels.used.pop("time")
+        params["limit"] = timeline.fetch(plan.limit)
+    rows = await search_rows(s, prepared, params, settings)
+    if channels.active["context"] and not any(row._mapping["n_near"] for row in rows):
+        channels.drop_context()
+    hits, counts = _hits(rows, prepared, channels, plan.fusion)
+    return hits, counts, channels, timed
 
 
 def _hits(rows: Any, prepared: Statement, channels: Channels, fusion: str) -> tuple[list[Hit], dict[str, int]]:

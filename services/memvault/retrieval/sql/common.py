@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
-from sqlalchemy import Text, cast, func, literal_column, select
+from sqlalchemy import Text, bindparam, cast, func, literal_column, select
 from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
@@ -21,6 +25,33 @@ LN2 = 0.6931471805599453
 # recall@10), and among 100,000 memories more (fewer distractors lent a match), with less than
 # half the probes and rows to score (docs/benchmarks.md).
 CONTEXT_PROBED = 15
+
+# Whether the statement being built is for Citus (Shape.routed): set by statement_for while it builds.
+_routed: ContextVar[bool] = ContextVar("memvault_routed_build", default=False)
+
+
+@contextmanager
+def building(routed: bool) -> Iterator[None]:
+    """Build a statement for Citus (``routed``) or one node within the block."""
+    token = _routed.set(routed)
+    try:
+        yield
+    finally:
+        _routed.reset(token)
+
+
+def routed(model: Any = Memory) -> list[Any]:
+    """On Citus, the condition that keeps a read of ``model`` by a candidate's key on the
+    statement's tenant's shard: Citus routes a statement to one worker only when it can tell from
+    each table's conditions that they all name one tenant, and a key taken from another part of
+    the statement does not tell it.
+    Nothing on one node, where the docstring of ``by_key`` says why the tenant is left out."""
+    if not _routed.get():
+        return []
+    # One value: Citus' router planner does not route a lateral read by ``IN`` of two values
+    # even when both name one shard ("cannot push down this subquery"). The system tenant's
+    # shared rows are read as the system tenant (memories/split.py), so the read's tenant is it.
+    return [model.tenant_id == bindparam("read_tenant_id", type_=PG_UUID(as_uuid=True))]
 
 
 def lexical_query(query: Any) -> Any:
@@ -57,7 +88,7 @@ def by_key(tenant_id: Any, memory_id: Any, columns: list[Any], conditions: list[
     the tenant's rows for every candidate (docs/benchmarks.md, "Small namespaces")."""
     return (
         select(*columns)
-        .where(Memory.tenant_id == tenant_id, Memory.id == memory_id, *conditions)
+        .where(Memory.tenant_id == tenant_id, Memory.id == memory_id, *conditions, *routed())
         .correlate_except(Memory)
         .offset(literal_column("0"))
         .lateral(name)

@@ -7,12 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Float, cast, func, literal, select, union_all
+from sqlalchemy import Float, and_, cast, func, literal, select, union_all
 from sqlalchemy.orm import defer
 
 from memvault.memories.models import Memory
 from memvault.retrieval.schemas import CHANNELS
-from memvault.retrieval.sql.common import RRF_K
+from memvault.retrieval.sql.common import RRF_K, routed
 from memvault.retrieval.sql.ranks import NO_RANK, match_rank
 from memvault.retrieval.sql.shape import Params, Shape
 
@@ -110,7 +110,7 @@ def fused_hits(shape: Shape, ranked: Any, edges: Any | None) -> Statement:
         .select_from(top)
         # A hit is shown, not compared again: its vector and word index stay in the database.
         .options(defer(Memory.embedding), defer(Memory.tsv))
-        .join(Memory, (Memory.tenant_id == top.c.tenant_id) & (Memory.id == top.c.id))
+        .join(Memory, and_(Memory.tenant_id == top.c.tenant_id, Memory.id == top.c.id, *routed()))
         .order_by(top.c.fused_score.desc(), top.c.retrieval.desc(), top.c.id)
     )
     return Statement(

@@ -14,16 +14,17 @@ import uuid
 from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import Float, Integer, all_, any_, bindparam, cast, literal_column, select, true
+from sqlalchemy import Float, Integer, all_, and_, any_, bindparam, cast, literal_column, select, true
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased, defer
 
+from memvault.db.session import on_citus
 from memvault.entities.models import Entity, MemoryEntity
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
-from memvault.retrieval.sql.common import by_key
+from memvault.retrieval.sql.common import building, by_key, routed
 
 UUIDS = ARRAY(PG_UUID(as_uuid=True))
 TENANT = bindparam("read_tenant_id", type_=PG_UUID(as_uuid=True))
@@ -38,15 +39,20 @@ QUERY_VECTOR = bindparam("hop_query_vector", type_=Memory.embedding.type)
 MODEL_ID = bindparam("hop_model_id", type_=Memory.embedding_model.type)
 
 
-@lru_cache(maxsize=1)
-def _bridges_statement() -> Any:
+@lru_cache(maxsize=2)
+def _bridges_statement(routed: bool) -> Any:
+    """``routed``: for Citus, where every read names the tenant (sql/common.routed)."""
     seed_link, any_link = aliased(MemoryEntity), aliased(MemoryEntity)
     # An entity linked to many memories (the user, a speaker in every turn) says nothing about
     # which of them the question is after: it is a hub if it has a link past the limit (an
     # index probe that stops there, however many links the entity has).
     hub = (
         select(literal_column("1"))
-        .where(any_link.tenant_id == seed_link.tenant_id, any_link.entity_id == seed_link.entity_id)
+        .where(
+            any_link.tenant_id == seed_link.tenant_id,
+            any_link.entity_id == seed_link.entity_id,
+            *([any_link.tenant_id == TENANT] if routed else []),
+        )
         .offset(MAX_LINKS)
         .limit(1)
         .correlate(seed_link)
@@ -82,11 +88,17 @@ async def bridges(
         "hop_named": named,
         "hop_max_links": max_links,
     }
-    return [(r[0], r[1], r[2]) for r in (await s.execute(_bridges_statement(), params)).all()]
+    return [(r[0], r[1], r[2]) for r in (await s.execute(_bridges_statement(on_citus()), params)).all()]
 
 
 @lru_cache(maxsize=64)
 def _reached_statement(form: tuple[str, ...]) -> Any:
+    # A form without the system tenant is Citus' (memories.repository._values).
+    with building("system_tenant" not in form):
+        return _reached(form)
+
+
+def _reached(form: tuple[str, ...]) -> Any:
     linked = (
         select(MemoryEntity.tenant_id, MemoryEntity.memory_id, MemoryEntity.entity_id)
         .where(
@@ -118,7 +130,7 @@ def _reached_statement(form: tuple[str, ...]) -> Any:
     return (
         select(Memory, best.c.entity_id, best.c.hop_cosine)
         .select_from(best)
-        .join(Memory, (Memory.tenant_id == best.c.tenant_id) & (Memory.id == best.c.memory_id))
+        .join(Memory, and_(Memory.tenant_id == best.c.tenant_id, Memory.id == best.c.memory_id, *routed()))
         .options(defer(Memory.embedding), defer(Memory.tsv))
         .order_by(best.c.hop_cosine.desc(), best.c.memory_id)
     )

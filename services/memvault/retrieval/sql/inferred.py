@@ -32,7 +32,7 @@ from typing import Any
 from sqlalchemy import Float, and_, bindparam, func, literal_column, or_, select, true
 
 from memvault.memories.models import Memory
-from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, session_order
+from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, routed, session_order
 from memvault.retrieval.sql.shape import Params
 
 # Seconds: the longest pause between two turns of one inferred conversation.
@@ -102,7 +102,7 @@ def _adjacent(base: Any, where: list[Any], *, before: bool) -> Any:
     step = (
         select(Memory.tenant_id.label("tenant_id"), Memory.id.label("id"))
         .select_from(found)
-        .join(Memory, and_(Memory.tenant_id == found.c.tenant_id, Memory.id == found.c.id))
+        .join(Memory, and_(Memory.tenant_id == found.c.tenant_id, Memory.id == found.c.id, *routed()))
         .where(*where)
         .order_by(*(c.desc() if before else c for c in session_order(Memory)))
         .limit(1)

@@ -15,6 +15,7 @@ from sqlalchemy import DateTime, Float, Integer, Text, bindparam
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 
+from memvault.db.session import on_citus
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
@@ -44,6 +45,8 @@ class Shape:
     time: str | None  # "window", "newest", "oldest"
     # Session-less candidates' neighbours are inferred (issue 30, sql/inferred.py).
     inferred: bool = False
+    # On Citus: every read of a memory by key names the tenant too (sql/common.routed).
+    routed: bool = False
 
 
 class Params:
@@ -52,6 +55,8 @@ class Params:
 
     tenant_id = bindparam("read_tenant_id", type_=PG_UUID(as_uuid=True))
     namespace_id = bindparam("read_namespace_id", type_=PG_UUID(as_uuid=True))
+    # The system tenant, or None on Citus (memories.repository._values).
+    system_tenant = bindparam("read_system_tenant", type_=PG_UUID(as_uuid=True))
 
     query_vector = bindparam("query_vector", type_=Memory.embedding.type)
     model_id = bindparam("model_id", type_=Text)
@@ -142,6 +147,7 @@ def shape_of(plan: SearchPlan, channels: Channels) -> Shape:
         # statement neither ranks by time nor adds it to the fused score.
         time=None if timeline_cue(plan, channels) else "window" if cues.window is not None else cues.order,
         inferred="context" in channels.used and plan.session_gap_minutes > 0,
+        routed=on_citus(),
     )
 
 

@@ -10,7 +10,7 @@ from sqlalchemy import Float, and_, any_, case, cast, func, literal, select, tru
 from memvault.entities.models import MemoryEntity
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
-from memvault.retrieval.sql.common import RRF_K, by_key, decay, lexical_query
+from memvault.retrieval.sql.common import RRF_K, by_key, decay, lexical_query, routed
 from memvault.retrieval.sql.shape import Params, Shape
 from memvault.retrieval.sql.words import word_scores
 
@@ -23,6 +23,7 @@ def _graph_value() -> Any:
             MemoryEntity.tenant_id == Memory.tenant_id,
             MemoryEntity.memory_id == Memory.id,
             MemoryEntity.entity_id == any_(Params.linked),
+            *routed(MemoryEntity),
         )
         .scalar_subquery()
     )

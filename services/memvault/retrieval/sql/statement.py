@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memvault.db.session import set_local
 from memvault.memories import repository as memories_repo
 from memvault.memories.models import Memory
-from memvault.principal import SYSTEM_TENANT_ID
 from memvault.retrieval.sql.candidates import dense_candidates, fuse, lexical_candidates
+from memvault.retrieval.sql.common import building
 from memvault.retrieval.sql.context import candidate_pool, neighbour_edges
 from memvault.retrieval.sql.fusion import Statement, fused_hits
 from memvault.retrieval.sql.ranks import ranked_candidates
@@ -24,11 +24,21 @@ from memvault.retrieval.sql.signals import candidate_signals
 @lru_cache(maxsize=256)
 def statement_for(shape: Shape) -> Statement:
     """``candidates -> context -> signals -> ranks -> fusion``, as one statement."""
+    with building(shape.routed):
+        return _statement(shape)
+
+
+def _statement(shape: Shape) -> Statement:
     where = list(memories_repo.bound_read_conditions(shape.filters))
     # Implied by the scope chain, but said plainly it lets the scans inside the statement (a
     # filtered search's, ts_rank_cd's) start from the tenant-led indexes instead of skipping
     # through every tenant's part of them. Candidates found elsewhere are read by key (common.by_key).
-    visible = Memory.tenant_id.in_([Params.tenant_id, SYSTEM_TENANT_ID])
+    # On Citus the system tenant's rows are read by a statement of their own (memories/split.py).
+    visible = (
+        Memory.tenant_id == Params.tenant_id
+        if shape.routed
+        else Memory.tenant_id.in_([Params.tenant_id, Params.system_tenant])
+    )
     lex_inner = lexical_candidates(shape, where, visible)
     dense_inner = dense_candidates(shape, where, visible)
     # Read again by the neighbour lookups: computed once.

@@ -12,6 +12,8 @@ from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.db.base import app_now
+
 # A tenant's oldest due rows take the first turns, every tenant's first row comes before any
 # tenant's second (round-robin by `turn`), and no tenant lists more than it may start: one tenant
 # with 10,000 rows due adds ``per_tenant`` rows to the list, not 10,000.
@@ -67,14 +69,15 @@ _RECORD = text(
 )
 
 # The endpoint's run of failures: begun at its first failure, ended by a success; three days of it
-# disable the endpoint (its pending rows stay pending, for enable or replay to resume).
+# disable the endpoint (its pending rows stay pending, for enable or replay to resume). Now is a
+# value (db.base.app_now): Citus refuses now() inside COALESCE and CASE in an UPDATE.
 _FAILED = text(
     """
     UPDATE webhook_endpoints
-    SET failing_since = COALESCE(failing_since, now()),
-        enabled = enabled AND COALESCE(failing_since, now()) > now() - make_interval(secs => :disable_after_s),
+    SET failing_since = COALESCE(failing_since, :now),
+        enabled = enabled AND COALESCE(failing_since, :now) > :now - make_interval(secs => :disable_after_s),
         disabled_reason = CASE
-            WHEN enabled AND COALESCE(failing_since, now()) <= now() - make_interval(secs => :disable_after_s)
+            WHEN enabled AND COALESCE(failing_since, :now) <= :now - make_interval(secs => :disable_after_s)
             THEN 'failing' ELSE disabled_reason END,
         updated_at = now()
     WHERE tenant_id = :tenant AND id = :endpoint
@@ -165,7 +168,10 @@ async def endpoint_failed(
 ) -> bool:
     """Count a failure against the endpoint; True when that disabled it (three days failing)."""
     row = (
-        await s.execute(_FAILED, {"tenant": tenant_id, "endpoint": endpoint_id, "disable_after_s": disable_after_s})
+        await s.execute(
+            _FAILED,
+            {"tenant": tenant_id, "endpoint": endpoint_id, "disable_after_s": disable_after_s, "now": app_now()},
+        )
     ).first()
     return row is not None and not row.enabled
 
