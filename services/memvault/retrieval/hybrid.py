@@ -10,6 +10,7 @@ with their explanation (each channel's rank and value) and the search's metrics.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -52,9 +53,9 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
     hits, counts = _hits(rows, prepared, channels, plan.fusion)
     explained: dict[str, str] = {}
     if timed is not None:
-        # The subject is judged on the hits' vectors, read only when the window does not decide.
-        vectors = {} if timeline.window_decides(hits, timed) else await hit_vectors(s, hits[: timeline.FETCH])
-        arranged = timeline.arrange(plan.query, hits, timed, vectors, plan.limit)
+        # The subject is judged on the hits' vectors.
+        vectors = await hit_vectors(s, hits[: timeline.FETCH])
+        arranged = timeline.arrange(plan.query, hits, timed, vectors, plan.limit, _time_part(channels, plan.fusion))
         hits, explained = arranged.hits, arranged.explained
     elapsed = (time.perf_counter() - started) * 1000
     return SearchOutcome(
@@ -65,6 +66,22 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
         timings_ms={"sql": round(elapsed, 2)},
         cues=explained,
     )
+
+
+def _time_part(channels: Channels, fusion: str) -> Callable[[Hit], float]:
+    """What the time channel added to a hit's (normalised) score: a plain window ranks in the
+    fusion, and the timeline finds the subject as the question alone ranks the hits."""
+    total = sum(channels.used.values())
+    weight = channels.used.get("time", 0.0)
+    best_possible = (total if fusion == "weighted" else total / (RRF_K + 1)) or 1.0
+
+    def part(hit: Hit) -> float:
+        rank, value = hit.channels.get("time", (None, None))
+        if fusion == "weighted":
+            return weight * (value or 0.0) / best_possible
+        return weight / (RRF_K + rank) / best_possible if rank is not None else 0.0
+
+    return part
 
 
 def _hits(rows: Any, prepared: Statement, channels: Channels, fusion: str) -> tuple[list[Hit], dict[str, int]]:
