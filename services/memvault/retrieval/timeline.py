@@ -9,9 +9,10 @@ place, so a time cue never pulls in an off-subject memory, and a query without o
 - ``newest`` / ``oldest``: the versions by date, newest or oldest first;
 - a window ("in 2019", "as of 1 May 2023", "on 13 October"): ranked in the fusion as before, the
   hits dated in it first whoever they are about, as an event question asks ("what did Melanie
-  show Caroline on 13 October"), as long as one of the subject's versions is dated in it. If none
-  is, the question asks for the state then ("where did Ana live in 2019", her last move was in
-  2017): the subject's version in force when it began (the latest dated before it) comes first.
+  show Caroline on 13 October"), when one of the subject's versions is dated in it or it is one
+  day named as a date. Otherwise the question asks for the state then ("where did Ana live in
+  2019", her last move was in 2017; "as of 4 March 2021"): the subject's version in force when it
+  began (the latest dated before it) comes first.
   The subject is found as the question alone ranks the hits (the window's part taken off their
   scores): with it, whatever else is dated in the window would be taken for the subject;
 - ``before`` / ``after`` an event: the version just before or after the event, which is the first
@@ -158,10 +159,11 @@ def _window(
     """A plain window ("in 2019", "as of 1 May 2023"). The fusion ranked what is dated in it first,
     about anyone, as an event question asks ("what did Melanie show Caroline on 13 October"). The
     subject is found as the question alone ranks the hits (the window's part of each score taken
-    off): if one of its versions is dated in the window, the fusion's order stands. If none is,
-    the question asks for the state then ("where did Ana live in 2019", her move was in 2017): the
-    subject's version in force when the window began, the latest dated before it, comes first and
-    every other hit keeps its order."""
+    off): if one of its versions is dated in the window, the fusion's order stands, and so it does
+    for one day named as a date (``QueryCues.day``: "on 1 February 2023" asks what happened then).
+    Otherwise the question asks for the state then ("where did Ana live in 2019", her move was in
+    2017; "as of 4 March 2021"): the subject's version in force when the window began, the latest
+    dated before it, comes first and every other hit keeps its order."""
     assert cues.window is not None
     start, end = cues.window
     # Stable: at equal scores the fusion's order.
@@ -169,7 +171,7 @@ def _window(
     members = [untimed[i] for i in subject(query, untimed, vectors)]
     explained = {"subject": str(len(members))}
     earlier = [h for h in members if date_of(h) < start]
-    if len(members) < 2 or not earlier or any(start <= date_of(h) < end for h in members):
+    if cues.day or len(members) < 2 or not earlier or any(start <= date_of(h) < end for h in members):
         return Arranged(hits=hits[:limit], explained=explained)
     in_force = max(earlier, key=date_of)
     _rank, value = in_force.channels.get("time", (None, 0.0))
