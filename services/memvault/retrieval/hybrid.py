@@ -53,9 +53,11 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
     hits, counts = _hits(rows, prepared, channels, plan.fusion)
     explained: dict[str, str] = {}
     if timed is not None:
-        # The subject is judged on the hits' vectors.
-        vectors = await hit_vectors(s, hits[: timeline.FETCH])
-        arranged = timeline.arrange(plan.query, hits, timed, vectors, plan.limit, _time_part(channels, plan.fusion))
+        time_part = _time_part(channels, plan.fusion)
+        # The subject is judged on the hits' vectors, read unless a window's reading cannot turn on it.
+        judged = not timed.fused_window or timeline.window_needs_vectors(plan.query, hits, timed, time_part)
+        vectors = await hit_vectors(s, hits[: timeline.FETCH]) if judged else {}
+        arranged = timeline.arrange(plan.query, hits, timed, vectors, plan.limit, time_part)
         hits, explained = arranged.hits, arranged.explained
     elapsed = (time.perf_counter() - started) * 1000
     return SearchOutcome(

@@ -120,18 +120,35 @@ def names_in(query: str, content: str) -> set[str]:
     }
 
 
-def subject(query: str, hits: list[Hit], vectors: dict[object, list[float]], event: tuple[str, ...] = ()) -> list[int]:
-    """Positions in ``hits`` of the best hit and the other versions of its fact. The names of an
-    event ("before joining Globex") are not the subject's: the versions before it do not say them."""
-    if not hits:
-        return []
+def _fused(hit: Hit) -> float:
+    return hit.score
+
+
+def _near(query: str, hits: list[Hit], event: tuple[str, ...], score: Callable[[Hit], float]) -> list[int]:
+    """Positions in ``hits`` (not empty) of the best hit and those that match the question about as
+    well and say every name the question and the best hit share."""
     top = hits[0]
     names = {n for n in names_in(query, top.memory.content) if stem(n) not in event}
-    near = [0] + [
+    return [0] + [
         i
         for i, h in enumerate(hits[1:], start=1)
-        if h.score >= SCORE_SHARE * top.score and names <= set(tokens(h.memory.content))
+        if score(h) >= SCORE_SHARE * score(top) and names <= set(tokens(h.memory.content))
     ]
+
+
+def subject(
+    query: str,
+    hits: list[Hit],
+    vectors: dict[object, list[float]],
+    event: tuple[str, ...] = (),
+    score: Callable[[Hit], float] = _fused,
+) -> list[int]:
+    """Positions in ``hits`` of the best hit and the other versions of its fact. The names of an
+    event ("before joining Globex") are not the subject's: the versions before it do not say them.
+    ``score``: how well a hit matches the question (a window's: without the window's part)."""
+    if not hits:
+        return []
+    near = _near(query, hits, event, score)
     known = [i for i in near if hits[i].memory.id in vectors]
     if not known:
         return [0]
@@ -146,6 +163,26 @@ def subject(query: str, hits: list[Hit], vectors: dict[object, list[float]], eve
             and sum(a * b for a, b in zip(_unit(vectors[hits[i].memory.id]), proto, strict=True)) >= SIMILAR
         )
     ]
+
+
+def _untimed(hits: list[Hit], time_part: Callable[[Hit], float]) -> tuple[list[Hit], Callable[[Hit], float]]:
+    """The hits as the question alone ranks them (stable: at equal scores the fusion's order)."""
+
+    def score(h: Hit) -> float:
+        return h.score - time_part(h)
+
+    return sorted(hits, key=score, reverse=True), score
+
+
+def window_needs_vectors(query: str, hits: list[Hit], cues: QueryCues, time_part: Callable[[Hit], float]) -> bool:
+    """Whether a window's reading turns on which hits are the subject's versions, judged on their
+    vectors (read only then): not for one day named as a date, nor when fewer than two hits name
+    the subject or none of them is dated before the window (the fusion's order stands)."""
+    if cues.window is None or cues.day or not hits:
+        return False
+    untimed, score = _untimed(hits, time_part)
+    near = _near(query, untimed, (), score)
+    return len(near) > 1 and any(date_of(untimed[i]) < cues.window[0] for i in near)
 
 
 def _window(
@@ -166,9 +203,8 @@ def _window(
     dated before it, comes first and every other hit keeps its order."""
     assert cues.window is not None
     start, end = cues.window
-    # Stable: at equal scores the fusion's order.
-    untimed = sorted(hits, key=lambda h: h.score - time_part(h), reverse=True)
-    members = [untimed[i] for i in subject(query, untimed, vectors)]
+    untimed, score = _untimed(hits, time_part)
+    members = [untimed[i] for i in subject(query, untimed, vectors, score=score)]
     explained = {"subject": str(len(members))}
     earlier = [h for h in members if date_of(h) < start]
     if cues.day or len(members) < 2 or not earlier or any(start <= date_of(h) < end for h in members):
