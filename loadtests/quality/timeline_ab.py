@@ -8,7 +8,8 @@ memories: A/B in one process, on the namespace latency.py builds and keeps.
 A is the timeline and hybrid search of another checkout (``--a-services``, e.g. main's), loaded
 beside this one's, B this checkout's; everything else (SQL, cues, the model) is this checkout's,
 so the two must differ only in those two files. The questions are LoCoMo's that carry a time cue
-(order, window, before/after): a search without one takes the same path on both. Every question is
+(``--kinds``: order, before/after, one day, any other period): a search without one takes the same
+path on both. Every question is
 searched once untimed per side (its embedding is then cached: the comparison is of the search,
 not the model), then timed on both sides in alternating order (A B, B A, ...) so that drift in the
 machine's load falls on both alike. Reports server-side p50/p95/mean (``total``, ``sql``) of each
@@ -68,6 +69,12 @@ async def main() -> int:
     parser.add_argument("--a-services", type=Path, required=True, help="the A side's services/ directory")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument(
+        "--kinds",
+        default="order,relative,day,period",
+        help="which cues to ask: order (newest/oldest), relative (before/after an event), day (one day "
+        "named as a date), period (any other window)",
+    )
     args = parser.parse_args()
 
     from memvault.principal import Principal
@@ -80,7 +87,17 @@ async def main() -> int:
     data = json.loads(args.data.read_text())
     conv = next(c for c in data if c["sample_id"] == built["conversation"])
     ns, ref = conv["sample_id"], reference_time(conv)
-    questions = [q.text for c in data for q in questions_of(c) if analyse(q.text, ref).timeline]
+    kinds = set(args.kinds.split(","))
+
+    def kind(text: str) -> str | None:
+        cues = analyse(text, ref)
+        if not cues.timeline:
+            return None
+        if cues.window is not None:
+            return "day" if cues.day else "period"
+        return "order" if cues.order is not None else "relative"
+
+    questions = [q.text for c in data for q in questions_of(c) if kind(q.text) in kinds]
     random.Random(args.seed).shuffle(questions)
     questions = questions[: args.queries]
 
@@ -111,7 +128,8 @@ async def main() -> int:
     import os
 
     lines = [
-        f"{len(questions)} LoCoMo questions with a time cue, {built['memories']:,} memories; A: {args.a_services}, "
+        f"{len(questions)} LoCoMo questions with a time cue ({args.kinds}), {built['memories']:,} memories; "
+        f"A: {args.a_services}, "
         f"B: commit {revision()['commit']}; timed part {seconds:.0f} s; load average {os.getloadavg()}",
         "",
         "| server-side ms | A p50 | B p50 | B/A p50 | A p95 | B p95 | B/A p95 | A mean | B mean | B/A mean |",
