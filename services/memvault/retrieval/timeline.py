@@ -203,11 +203,14 @@ def _window(
     dated before it, comes first and every other hit keeps its order."""
     assert cues.window is not None
     start, end = cues.window
+    if cues.day or not vectors:
+        # The fusion's order stands whatever the subject (window_needs_vectors): nothing to explain.
+        return Arranged(hits=hits[:limit], explained={})
     untimed, score = _untimed(hits, time_part)
     members = [untimed[i] for i in subject(query, untimed, vectors, score=score)]
     explained = {"subject": str(len(members))}
     earlier = [h for h in members if date_of(h) < start]
-    if cues.day or len(members) < 2 or not earlier or any(start <= date_of(h) < end for h in members):
+    if len(members) < 2 or not earlier or any(start <= date_of(h) < end for h in members):
         return Arranged(hits=hits[:limit], explained=explained)
     in_force = max(earlier, key=date_of)
     _rank, value = in_force.channels.get("time", (None, 0.0))
