@@ -19,8 +19,9 @@ Questions, each phrased many ways:
 - ``as-of``: "as of March 2021", "as of 2021-03-04" -> the version in force then (a date well
   inside one version's time);
 - ``in-period``: "in 2019", "back in 2017", "during 2020", "in May 2018" -> the same, never a
-  year in which the fact changed. Search reads "in <period>" as what happened then, about anyone
-  (LoCoMo's event questions need that), so another subject's memory dated then may come first;
+  year in which the fact changed. Other memories are dated in the period (another subject's, the
+  subject's other facts): search must not read the question as what happened then (LoCoMo's event
+  questions do need that reading when the subject's own versions are dated in it);
 - ``before/after``: "before moving to Lisbon", "after switching away from Jenkins" -> the version
   just before or after the one the event names;
 - ``no-cue``: the subject's unchanging fact, asked plainly (a change to time cues must leave these

@@ -205,3 +205,26 @@ class TestPhrasings:
     )
     def test_as_of_a_date_is_a_window(self, query: str, window: tuple[datetime, datetime]) -> None:
         assert analyse(query, REF).window == window
+
+    @pytest.mark.parametrize(
+        ("query", "day"),
+        [
+            # One day named as a date: what happened that day (retrieval/timeline.py).
+            ("What did Gina find for her clothing store on 1 February, 2023?", True),
+            ("Who did Maria have dinner with on May 3, 2023?", True),
+            ("what did we ship on 2024-05-02", True),
+            ("What did Joanna write yesterday?", True),
+            # "As of" a day, "today": the state then.
+            ("As of 1 September 2021, where was Ana living?", False),
+            ("where did Ana live as of 2021-03-04", False),
+            ("Which tool does the Falcon team deploy with today?", False),
+            # Longer than a day, or no window: the subject's versions decide.
+            ("Where did Ana live in 2019?", False),
+            ("Where did Ana live in May 2018?", False),
+            ("Where does Ana live now?", False),
+        ],
+    )
+    def test_a_day_named_as_a_date_asks_what_happened(self, query: str, day: bool) -> None:
+        cues = analyse(query, REF)
+        assert cues.day is day
+        assert ("day" in cues.describe()) is day

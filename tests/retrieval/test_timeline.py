@@ -90,3 +90,57 @@ class TestWithinTheSubject:
         out = await search(client, tenant_a, "Where does Ana Duarte live now?", weights={"time": 0})
         assert out["metrics"]["cues"]["order"] == "newest"  # read, but not acted on
         assert "subject" not in out["metrics"]["cues"]
+
+
+# Dated inside 2021, while Ana lived in Berlin: someone else's move and Ana's other fact. "Where did
+# Ana live in 2021" asks for the state then, not for what happened in 2021.
+IN_2021 = [
+    ("Bruno Holm moved to Madrid.", "2021-04-01T09:00:00Z"),
+    ("Ana Duarte joined Globex as an engineer.", "2021-09-01T09:00:00Z"),
+]
+# The same subject's memories of one kind on different days: "what did Ana show Bruno on 13
+# October 2023" asks for what happened that day.
+SHOWN = [
+    ("Ana Duarte showed Bruno Holm her new painting of the harbour.", "2023-10-13T18:00:00Z"),
+    ("Ana Duarte showed Bruno Holm the garden she planted.", "2022-05-01T18:00:00Z"),
+    ("Ana Duarte showed Bruno Holm her photos from Japan.", "2021-02-01T18:00:00Z"),
+]
+
+
+class TestWindows:
+    @pytest.fixture
+    async def dated(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        for content, at in VERSIONS + OTHERS + IN_2021 + SHOWN:
+            await store(client, tenant_a, content, valid_from=at)
+
+    @pytest.mark.parametrize(
+        "query",
+        ["Where did Ana Duarte live in 2021?", "During 2021, which city was Ana Duarte based in?"],
+    )
+    async def test_a_state_in_a_period_is_the_version_in_force_not_what_is_dated_then(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, dated: None, query: str
+    ) -> None:
+        # Before: the window ranked in the fusion alone, and Bruno's move or Ana's new job, both
+        # dated in 2021, came first.
+        top, out = await first(client, tenant_a, query)
+        assert top == "Ana Duarte moved from Porto to Berlin."
+        cues = out["metrics"]["cues"]
+        assert cues["window"].startswith("2021-01-01")
+        assert cues["time_first"] == "2019-06-01"
+        time = out["results"][0]["signals"]["channels"]["time"]
+        # Picked by the timeline (rank 1), not dated in the window (value 0).
+        assert (time["rank"], time["value"]) == (1, 0.0)
+
+    async def test_what_is_dated_then_comes_first_when_the_subject_has_it(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, dated: None
+    ) -> None:
+        top, out = await first(client, tenant_a, "What did Ana Duarte show Bruno Holm on 13 October 2023?")
+        assert top == "Ana Duarte showed Bruno Holm her new painting of the harbour."
+        assert "time_first" not in out["metrics"]["cues"]
+        assert out["results"][0]["signals"]["channels"]["time"]["value"] == 1.0
+
+    async def test_as_of_a_day_is_the_version_in_force(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, dated: None
+    ) -> None:
+        top, _ = await first(client, tenant_a, "As of 1 September 2021, where was Ana Duarte living?")
+        assert top == "Ana Duarte moved from Porto to Berlin."

@@ -52,6 +52,7 @@ NOT_TIME = re.compile(
     r"still life|still water|the day (before|after)|after all|before long|ever after|happily ever|"
     r"after (a|some) (long |short )?(time|while))\b"
 )
+AS_OF = re.compile(r"\b(as (of|at)|today)\b")
 # "before / after <event>": the version just before or after the one the event names (the first
 # memory that says its words). A date there is read as a window instead, as it always was.
 RELATIVE_EVENT = re.compile(r"\b(before|after|prior to|since leaving|since moving)\s+(.+)$")
@@ -169,6 +170,9 @@ class QueryCues:
     # "before / after <event>": which, and the event's words (stemmed).
     relative: Literal["before", "after"] | None = None
     event: tuple[str, ...] = ()
+    # The window is one day named as such ("on 13 October 2023"), not "as of" it: what happened
+    # that day, never the state then (retrieval/timeline.py).
+    day: bool = False
 
     @property
     def timeline(self) -> bool:
@@ -189,6 +193,9 @@ class QueryCues:
             out["order"] = self.order
         if self.window:
             out["window"] = f"{self.window[0].isoformat()}/{self.window[1].isoformat()}"
+        if self.day:
+            # Read as what happened that day, never as the state then.
+            out["day"] = "event"
         if self.relative:
             out["relative"] = self.relative
             out["event"] = " ".join(self.event)
@@ -209,7 +216,14 @@ def analyse(query: str, reference_time: datetime | None = None) -> QueryCues:
     if window is None:
         # Oldest first: "what did she use to do before the change" says both "used to" and nothing newer.
         order = "oldest" if OLDEST.search(timed) else "newest" if NEWEST.search(timed) else None
-    return QueryCues(intent=intent, order=order, window=window)
+    return QueryCues(intent=intent, order=order, window=window, day=event_day(q, window))
+
+
+def event_day(q: str, window: tuple[datetime, datetime] | None) -> bool:
+    """A window of one day that the query does not ask "as of" (or "today", which is now): "what
+    did Gina find on 1 February 2023" asks what happened that day; "as of 1 February 2023, where
+    did Ana live" and "which tool does the team deploy with today" ask the state then."""
+    return window is not None and window[1] - window[0] <= timedelta(days=1) and AS_OF.search(q) is None
 
 
 def stem(word: str) -> str:

@@ -10,6 +10,7 @@ with their explanation (each channel's rank and value) and the search's metrics.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -49,9 +50,11 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
         counts = {name: n + shared_counts.get(name, 0) for name, n in counts.items()}
     explained: dict[str, str] = {}
     if timed is not None:
-        # The subject is judged on the hits' vectors, read only when the window does not decide.
-        vectors = {} if timeline.window_decides(hits, timed) else await hit_vectors(s, hits[: timeline.FETCH])
-        arranged = timeline.arrange(plan.query, hits, timed, vectors, plan.limit)
+        time_part = _time_part(channels, plan.fusion)
+        # The subject is judged on the hits' vectors, read unless a window's reading cannot turn on it.
+        judged = not timed.fused_window or timeline.window_needs_vectors(plan.query, hits, timed, time_part)
+        vectors = await hit_vectors(s, hits[: timeline.FETCH]) if judged else {}
+        arranged = timeline.arrange(plan.query, hits, timed, vectors, plan.limit, time_part)
         hits, explained = arranged.hits, arranged.explained
     elapsed = (time.perf_counter() - started) * 1000
     return SearchOutcome(
@@ -85,6 +88,22 @@ async def _search(
         channels.drop_context()
     hits, counts = _hits(rows, prepared, channels, plan.fusion)
     return hits, counts, channels, timed
+
+
+def _time_part(channels: Channels, fusion: str) -> Callable[[Hit], float]:
+    """What the time channel added to a hit's (normalised) score: a plain window ranks in the
+    fusion, and the timeline finds the subject as the question alone ranks the hits."""
+    total = sum(channels.used.values())
+    weight = channels.used.get("time", 0.0)
+    best_possible = (total if fusion == "weighted" else total / (RRF_K + 1)) or 1.0
+
+    def part(hit: Hit) -> float:
+        rank, value = hit.channels.get("time", (None, None))
+        if fusion == "weighted":
+            return weight * (value or 0.0) / best_possible
+        return weight / (RRF_K + rank) / best_possible if rank is not None else 0.0
+
+    return part
 
 
 def _hits(rows: Any, prepared: Statement, channels: Channels, fusion: str) -> tuple[list[Hit], dict[str, int]]:

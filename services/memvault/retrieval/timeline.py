@@ -9,8 +9,12 @@ place, so a time cue never pulls in an off-subject memory, and a query without o
 - ``newest`` / ``oldest``: the versions by date, newest or oldest first;
 - a window ("in 2019", "as of 1 May 2023", "on 13 October"): ranked in the fusion as before, the
   hits dated in it first whoever they are about, as an event question asks ("what did Melanie
-  show Caroline on 13 October"); only if none is, the subject's version in force when it began
-  (the latest dated before it), as "where did Ana live in 2019" asks;
+  show Caroline on 13 October"), when one of the subject's versions is dated in it or it is one
+  day named as a date. Otherwise the question asks for the state then ("where did Ana live in
+  2019", her last move was in 2017; "as of 4 March 2021"): the subject's version in force when it
+  began (the latest dated before it) comes first.
+  The subject is found as the question alone ranks the hits (the window's part taken off their
+  scores): with it, whatever else is dated in the window would be taken for the subject;
 - ``before`` / ``after`` an event: the version just before or after the event, which is the first
   version that says the rarest of its words (the version that introduced "Lisbon", not the later
   one that says she left it). A date there is a window ("the week before 16 November").
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -97,14 +102,6 @@ def fetch(limit: int) -> int:
     return max(limit, FETCH)
 
 
-def window_decides(hits: list[Hit], cues: QueryCues) -> bool:
-    """A plain window that some hit is dated in: the fusion ranked those first, as it always did."""
-    if not cues.fused_window or cues.window is None:
-        return False
-    start, end = cues.window
-    return any(start <= date_of(h) < end for h in hits)
-
-
 def date_of(hit: Hit) -> datetime:
     m = hit.memory
     return m.valid_from or m.created_at
@@ -123,18 +120,35 @@ def names_in(query: str, content: str) -> set[str]:
     }
 
 
-def subject(query: str, hits: list[Hit], vectors: dict[object, list[float]], event: tuple[str, ...] = ()) -> list[int]:
-    """Positions in ``hits`` of the best hit and the other versions of its fact. The names of an
-    event ("before joining Globex") are not the subject's: the versions before it do not say them."""
-    if not hits:
-        return []
+def _fused(hit: Hit) -> float:
+    return hit.score
+
+
+def _near(query: str, hits: list[Hit], event: tuple[str, ...], score: Callable[[Hit], float]) -> list[int]:
+    """Positions in ``hits`` (not empty) of the best hit and those that match the question about as
+    well and say every name the question and the best hit share."""
     top = hits[0]
     names = {n for n in names_in(query, top.memory.content) if stem(n) not in event}
-    near = [0] + [
+    return [0] + [
         i
         for i, h in enumerate(hits[1:], start=1)
-        if h.score >= SCORE_SHARE * top.score and names <= set(tokens(h.memory.content))
+        if score(h) >= SCORE_SHARE * score(top) and names <= set(tokens(h.memory.content))
     ]
+
+
+def subject(
+    query: str,
+    hits: list[Hit],
+    vectors: dict[object, list[float]],
+    event: tuple[str, ...] = (),
+    score: Callable[[Hit], float] = _fused,
+) -> list[int]:
+    """Positions in ``hits`` of the best hit and the other versions of its fact. The names of an
+    event ("before joining Globex") are not the subject's: the versions before it do not say them.
+    ``score``: how well a hit matches the question (a window's: without the window's part)."""
+    if not hits:
+        return []
+    near = _near(query, hits, event, score)
     known = [i for i in near if hits[i].memory.id in vectors]
     if not known:
         return [0]
@@ -151,22 +165,70 @@ def subject(query: str, hits: list[Hit], vectors: dict[object, list[float]], eve
     ]
 
 
+def _untimed(hits: list[Hit], time_part: Callable[[Hit], float]) -> tuple[list[Hit], Callable[[Hit], float]]:
+    """The hits as the question alone ranks them (stable: at equal scores the fusion's order)."""
+
+    def score(h: Hit) -> float:
+        return h.score - time_part(h)
+
+    return sorted(hits, key=score, reverse=True), score
+
+
+def window_needs_vectors(query: str, hits: list[Hit], cues: QueryCues, time_part: Callable[[Hit], float]) -> bool:
+    """Whether a window's reading turns on which hits are the subject's versions, judged on their
+    vectors (read only then): not for one day named as a date, nor when fewer than two hits name
+    the subject or none of them is dated before the window (the fusion's order stands)."""
+    if cues.window is None or cues.day or not hits:
+        return False
+    untimed, score = _untimed(hits, time_part)
+    near = _near(query, untimed, (), score)
+    return len(near) > 1 and any(date_of(untimed[i]) < cues.window[0] for i in near)
+
+
+def _window(
+    query: str,
+    hits: list[Hit],
+    cues: QueryCues,
+    vectors: dict[object, list[float]],
+    limit: int,
+    time_part: Callable[[Hit], float],
+) -> Arranged:
+    """A plain window ("in 2019", "as of 1 May 2023"). The fusion ranked what is dated in it first,
+    about anyone, as an event question asks ("what did Melanie show Caroline on 13 October"). The
+    subject is found as the question alone ranks the hits (the window's part of each score taken
+    off): if one of its versions is dated in the window, the fusion's order stands, and so it does
+    for one day named as a date (``QueryCues.day``: "on 1 February 2023" asks what happened then).
+    Otherwise the question asks for the state then ("where did Ana live in 2019", her move was in
+    2017; "as of 4 March 2021"): the subject's version in force when the window began, the latest
+    dated before it, comes first and every other hit keeps its order."""
+    assert cues.window is not None
+    start, end = cues.window
+    if cues.day or not vectors:
+        # The fusion's order stands whatever the subject (window_needs_vectors): nothing to explain.
+        return Arranged(hits=hits[:limit], explained={})
+    untimed, score = _untimed(hits, time_part)
+    members = [untimed[i] for i in subject(query, untimed, vectors, score=score)]
+    explained = {"subject": str(len(members))}
+    earlier = [h for h in members if date_of(h) < start]
+    if len(members) < 2 or not earlier or any(start <= date_of(h) < end for h in members):
+        return Arranged(hits=hits[:limit], explained=explained)
+    in_force = max(earlier, key=date_of)
+    _rank, value = in_force.channels.get("time", (None, 0.0))
+    in_force.channels["time"] = (1, value)
+    explained["time_first"] = date_of(in_force).date().isoformat()
+    return Arranged(hits=[in_force, *(h for h in hits if h is not in_force)][:limit], explained=explained)
+
+
 def _order(cues: QueryCues, members: list[Hit]) -> tuple[list[Hit], int] | None:
     """``members`` (best first) in the order the cue asks for, and how many of the first it picks
-    (the versions in a window, the one before an event); None if it says nothing of them."""
+    (the one before an event); None if it says nothing of them."""
     by_date = sorted(members, key=date_of)
     if cues.order == "newest":
         return by_date[::-1], len(members)
     if cues.order == "oldest":
         return by_date, len(members)
     chosen: list[Hit] = []
-    if cues.window is not None:
-        start, end = cues.window
-        chosen = [h for h in members if start <= date_of(h) < end]
-        if not chosen:
-            # Nothing dated in it: the version in force when it began.
-            chosen = [h for h in by_date if date_of(h) < start][-1:]
-    elif cues.relative is not None:
+    if cues.relative is not None:
         at = _event_time(cues.event, by_date)
         if at is not None and cues.relative == "before":
             chosen = [h for h in by_date if date_of(h) < at][-1:]
@@ -195,11 +257,20 @@ def _event_time(event: tuple[str, ...], by_date: list[Hit]) -> datetime | None:
     return next(date_of(h) for h, ws in zip(by_date, said, strict=True) if word in ws)
 
 
-def arrange(query: str, hits: list[Hit], cues: QueryCues, vectors: dict[object, list[float]], limit: int) -> Arranged:
-    """``hits`` (fused without time, best first) with the subject's versions re-ordered as the
-    time cue asks, cut to ``limit``; each hit's ``time`` channel says its place among the versions."""
-    if window_decides(hits, cues):
-        return Arranged(hits=hits[:limit], explained={})
+def arrange(
+    query: str,
+    hits: list[Hit],
+    cues: QueryCues,
+    vectors: dict[object, list[float]],
+    limit: int,
+    time_part: Callable[[Hit], float] | None = None,
+) -> Arranged:
+    """``hits`` (fused without time, best first; a plain window's with it) with the subject's
+    versions re-ordered as the time cue asks, cut to ``limit``; each hit's ``time`` channel says its
+    place among the versions. ``time_part``: what the time channel added to a hit's score (a plain
+    window's fusion), taken off to find the subject as the question alone ranks it."""
+    if cues.fused_window:
+        return _window(query, hits, cues, vectors, limit, time_part or (lambda h: 0.0))
     places = subject(query, hits, vectors, cues.event)
     members = [hits[i] for i in places]
     arranged = _order(cues, members) if len(members) > 1 else None
@@ -211,15 +282,12 @@ def arrange(query: str, hits: list[Hit], cues: QueryCues, vectors: dict[object, 
             out[i] = h
         explained["time_first"] = date_of(ordered[0]).date().isoformat()
     # The time channel of the subject's versions: a rank for those the cue picks (all of them, in
-    # order, for newest or oldest), the date as value (a window: 1 for the picked, else 0). Other
-    # hits are not the subject's: time says nothing of them.
-    window = cues.window is not None
+    # order, for newest or oldest), the date as value. Other hits are not the subject's: time says
+    # nothing of them.
     for n, h in enumerate(ordered, start=1):
-        value = (1.0 if n <= picked else 0.0) if window else date_of(h).timestamp()
-        h.channels["time"] = (n if n <= picked else None, value)
+        h.channels["time"] = (n if n <= picked else None, date_of(h).timestamp())
     in_subject = {id(h) for h in ordered}
     for h in out:
-        # A plain window's value stays the fusion's (0: not dated in it).
-        if id(h) not in in_subject and not cues.fused_window:
+        if id(h) not in in_subject:
             h.channels["time"] = (None, None)
     return Arranged(hits=out[:limit], explained=explained)
