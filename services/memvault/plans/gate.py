@@ -16,7 +16,9 @@ no report (MCP, jobs) just does not get the headers.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -38,6 +40,24 @@ CONCURRENCY_RETRY_S = 1
 # Longest a returned concurrency slot waits for the tenant's next admission to drop it in Redis
 # before a batched give-back of its own (_give_back_later).
 GIVE_BACK_DELAY_S = 0.05
+
+# Concurrency leases are named by this process's random token and a count: unique over every
+# replica without a uuid4 (a urandom read) per request. A forked worker draws a token of its own.
+_process_token = uuid.uuid4().hex[:16]
+_lease_numbers = itertools.count()
+
+
+def _new_process_token() -> None:
+    global _process_token, _lease_numbers
+    _process_token, _lease_numbers = uuid.uuid4().hex[:16], itertools.count()
+
+
+os.register_at_fork(after_in_child=_new_process_token)
+
+
+def _lease_id() -> str:
+    return f"{_process_token}{next(_lease_numbers):x}"
+
 
 _report: ContextVar[list[Window] | None] = ContextVar("memvault_rate_report", default=None)
 
@@ -130,7 +150,7 @@ class LimitGate:
         tenant's only if the key may go on, the slot last; plus what the headers report. A request
         refused at the concurrency cap is counted against neither limit. Redis away: let through."""
         assert self._onetrip is not None
-        lease = Lease(tenant_id, uuid.uuid4().hex) if cap is not None else None
+        lease = Lease(tenant_id, _lease_id()) if cap is not None else None
         windows: list[Window] = []
         returning = tuple(self._returning.get(tenant_id, ())) if cap is not None else ()
         try:
