@@ -125,6 +125,35 @@ async def test_a_slot_still_being_given_back_is_free_for_the_next_request(
     assert (await search(client, b)).status_code == 200
 
 
+async def test_a_slot_whose_batched_give_back_is_on_its_way_is_free_for_the_next_request(
+    api: NamespaceAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tenant sent nothing for a while, so its slot went into the batched give-back, whose ZREM
+    # is slow to reach Redis (another connection of the pool; the next admission may arrive
+    # first). A tenant at exactly its cap was refused 429 then, though it ran nothing else.
+    from memvault.plans.gate import GIVE_BACK_DELAY_S
+
+    t = await limited(api, "give-back-batched", concurrent_requests=1)
+    slots = api._limit_gate._slots
+    sending, arrived = asyncio.Event(), asyncio.Event()
+    original = slots.give_back_all
+
+    async def late(tenant_id: Any, lease_ids: Any) -> None:
+        sending.set()
+        await arrived.wait()
+        await original(tenant_id, lease_ids)
+
+    monkeypatch.setattr(slots, "give_back_all", late)
+    try:
+        assert (await search(client, t)).status_code == 200
+        await asyncio.wait_for(sending.wait(), GIVE_BACK_DELAY_S * 100)  # the batch has the slot
+        r = await search(client, t)
+        assert r.status_code == 200, r.text
+    finally:
+        arrived.set()
+        await api._limit_gate.aclose()
+
+
 async def test_a_request_refused_at_the_cap_spends_no_rate(api: NamespaceAPI, client: httpx.AsyncClient) -> None:
     from tests.plans.test_rate_limits import _op
 

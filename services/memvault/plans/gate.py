@@ -209,8 +209,19 @@ class LimitGate:
         await self._give_back_waiting()
 
     async def _give_back_waiting(self) -> None:
-        waiting, self._returning = self._returning, {}
-        await asyncio.gather(*(self._slots.give_back_all(t, ids) for t, ids in waiting.items()))
+        # The ids stay in ``_returning`` until their ZREM is answered: it goes on another of the
+        # pool's connections, and an admission sent meanwhile may reach Redis first; carrying the
+        # ids too, it does not find the slots still taken (a second ZREM of an id is harmless).
+        waiting = {t: set(ids) for t, ids in self._returning.items()}
+        try:
+            await asyncio.gather(*(self._slots.give_back_all(t, ids) for t, ids in waiting.items()))
+        finally:
+            for t, ids in waiting.items():
+                held = self._returning.get(t)
+                if held is not None:
+                    held.difference_update(ids)
+                    if not held:
+                        del self._returning[t]
 
     async def aclose(self) -> None:
         """Give back the slots still waiting (before the Redis client closes)."""
