@@ -128,6 +128,7 @@ class FacadeBase:
         await self._usage.aclose()
         await self._latency.aclose()
         await self._limit_gate.aclose()
+        await self._limit_gate.close_storage()
         loop = asyncio.get_running_loop()
         # A count started on a loop that has ended (a test's) never ran on; only this loop's are awaited.
         counting = [task for task in self._term_refresh.values() if task.get_loop() is loop]
