@@ -166,3 +166,23 @@ async def test_a_request_refused_at_the_cap_spends_no_rate(api: NamespaceAPI, cl
     await api._limit_gate.aclose()
     r = await search(client, t)  # 1 of 5 used by the held request, 1 by this one
     assert r.status_code == 200 and r.headers["ratelimit"].startswith('"key-search";r=3;')
+
+
+def test_lease_ids_are_unique_across_forked_workers() -> None:
+    # Lease ids are a per-process token and a count; a worker forked from a parent that already
+    # imported the gate must not reuse the parent's token (two leases of one name are one slot).
+    import os
+
+    from memvault.plans.gate import _lease_id
+
+    parent = {_lease_id() for _ in range(3)}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first ids, to the parent
+        os.write(write, " ".join(_lease_id() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    child = set(os.read(read, 4096).decode().split())
+    os.waitpid(pid, 0)
+    assert len(child) == 3 and not child & parent
+    assert {i[:16] for i in child} != {i[:16] for i in parent}
