@@ -111,7 +111,8 @@ class FacadeBase:
         )
         self._gates.append(self._fair_share)
         # Between their waits on the database, the operation of the tenant with the fewest in flight
-        # runs first (plans/cputurns.py).
+        # runs first (plans/cputurns.py). Off unless MEMVAULT_FAIR_TURNS: on 2 cores it did not lower
+        # another tenant's p95 beyond the benchmark's noise (docs/benchmarks.md).
         self._cpu_turns = CpuTurns(enabled=settings.fair_turns)
         self._gates.append(self._cpu_turns)
         # Every operation counted per tenant, key, namespace, door and operation (metering/meter.py).
