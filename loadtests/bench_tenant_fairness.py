@@ -86,18 +86,23 @@ async def searches(
             await asyncio.sleep(min(float(r.headers.get("retry-after", 1)), max(0.0, until - time.perf_counter())))
 
 
-def use_fair_share(api: Any, slots: int) -> str:
+def use_fair_share(api: Any, slots: int, turns: bool = False) -> str:
     """Put a fair share of ``slots`` places (plans/fairshare.py) in the facade's gates, in the
-    place of the one there; 0: none at all (every admitted request runs at once, first come)."""
+    place of the one there; 0: none at all (every admitted request runs at once, first come).
+    ``turns``: the turns at the process's Python (plans/cputurns.py) on, else off."""
     from memvault.plans.fairshare import FairShare
 
     gates: list[Any] = api._gates
     at = next(i for i, g in enumerate(gates) if isinstance(g, FairShare) or getattr(g, "_bench_slot", False))
+    api._cpu_turns.enabled = turns
+    also = " + turns" if turns else ""
     if slots:
-        gates[at] = FairShare(slots, wait_s=api._settings.fair_share_wait_s)
-        return f"fair share, {slots} places"
+        settings = api._settings
+        # As the facade builds it: a tenant's line holds half of what the process admits.
+        gates[at] = FairShare(slots, wait_s=settings.fair_share_wait_s, line=max(slots, settings.max_in_flight // 2))
+        return f"fair share, {slots} places{also}"
     gates[at] = _NoGate()
-    return "no fair share"
+    return f"no fair share{also}"
 
 
 async def _idle() -> tuple[list[float], dict[int, int]]:
@@ -129,7 +134,9 @@ async def fairness(args: argparse.Namespace) -> None:
         key_a, path_a = await seed(api, "fair-a", "bench-capped", args.memories)
         key_b, path_b = await seed(api, "fair-b", "bench-capped", args.memories)
         transport = httpx.ASGITransport(app=stack.app)
-        slots = [default_slots() if s < 0 else s for s in args.slots]
+        slots = [
+            (default_slots() if int(s.rstrip("t")) < 0 else int(s.rstrip("t")), s.endswith("t")) for s in args.slots
+        ]
         async with contextlib.AsyncExitStack() as serving:
             client = await serving.enter_async_context(
                 httpx.AsyncClient(transport=transport, base_url="http://bench", timeout=60)
@@ -155,14 +162,14 @@ async def fairness(args: argparse.Namespace) -> None:
             rows = []
             # Rounds alternate the gates, so a change of the shared machine's load falls on both.
             for _ in range(args.repeat):
-                for n in slots:
-                    gate = use_fair_share(api, n)
+                for n, turns in slots:
+                    gate = use_fair_share(api, n, turns)
                     for label, a_workers, polite in (
                         ("B alone", 0, False),
                         ("A at its cap", args.cap, False),
                         ("A at 4x its cap", 4 * args.cap, False),
                         ("A at 4x its cap, waiting Retry-After", 4 * args.cap, True),
-                    ):
+                    )[: args.phases]:
                         b_ms: list[float] = []
                         b_codes: Counter[int] = Counter()
                         a_codes: Counter[int] = Counter()
@@ -435,10 +442,13 @@ def main() -> None:
     parser.add_argument("--b-workers", type=int, default=1, help="fairness: B's searchers")
     parser.add_argument(
         "--slots",
-        type=lambda v: [int(x) for x in v.split(",")],
-        default=[0, -1],
+        type=lambda v: v.split(","),
+        default=["0", "-1"],
         help="fairness: the fair share's places, comma-separated, one run each; 0: no fair share, -1: the "
-        "default (the cores and one)",
+        "default (the cores and one); a 't' after the number turns the turns at the Python on (plans/cputurns.py)",
+    )
+    parser.add_argument(
+        "--phases", type=int, default=4, help="fairness: the first N phases only (2: B alone and A at its cap)"
     )
     parser.add_argument("--repeat", type=int, default=1, help="fairness: rounds over the --slots values")
     parser.add_argument("--rounds", type=int, default=30, help="overhead: rounds of 10 searches per tenant")

@@ -306,6 +306,12 @@ class Settings(BaseSettings):
         "to the waiting tenant running the fewest. 0: off (every operation runs at once); the cores and one "
         "is a start.",
     )
+    fair_turns: bool = Field(
+        default=False,
+        description="Between their waits on the database, run the operation of the tenant with the fewest "
+        "operations in flight first (plans/cputurns.py), so a tenant at its concurrency cap does not queue "
+        "ahead of another tenant's search at every step.",
+    )
     fair_share_wait_s: float = Field(
         default=10.0,
         gt=0,

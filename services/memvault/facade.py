@@ -27,6 +27,7 @@ from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
 from memvault.operations import Gate
 from memvault.plans.book import PlanBook
+from memvault.plans.cputurns import CpuTurns
 from memvault.plans.fairshare import FairShare
 from memvault.plans.gate import LimitGate
 from memvault.principal import Principal, Scope
@@ -109,6 +110,11 @@ class FacadeBase:
             slots, wait_s=settings.fair_share_wait_s, line=max(slots, settings.max_in_flight // 2)
         )
         self._gates.append(self._fair_share)
+        # Between their waits on the database, the operation of the tenant with the fewest in flight
+        # runs first (plans/cputurns.py). Off unless MEMVAULT_FAIR_TURNS: on 2 cores it did not lower
+        # another tenant's p95 beyond the benchmark's noise (docs/benchmarks.md).
+        self._cpu_turns = CpuTurns(enabled=settings.fair_turns)
+        self._gates.append(self._cpu_turns)
         # Every operation counted per tenant, key, namespace, door and operation (metering/meter.py).
         self._usage = UsageMeter(db, self._plans)
         self._gates.append(self._usage)
@@ -123,6 +129,7 @@ class FacadeBase:
         await self._usage.aclose()
         await self._latency.aclose()
         await self._limit_gate.aclose()
+        await self._limit_gate.close_storage()
         loop = asyncio.get_running_loop()
         # A count started on a loop that has ended (a test's) never ran on; only this loop's are awaited.
         counting = [task for task in self._term_refresh.values() if task.get_loop() is loop]

@@ -125,6 +125,35 @@ async def test_a_slot_still_being_given_back_is_free_for_the_next_request(
     assert (await search(client, b)).status_code == 200
 
 
+async def test_a_slot_whose_batched_give_back_is_on_its_way_is_free_for_the_next_request(
+    api: NamespaceAPI, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The tenant sent nothing for a while, so its slot went into the batched give-back, whose ZREM
+    # is slow to reach Redis (another connection of the pool; the next admission may arrive
+    # first). A tenant at exactly its cap was refused 429 then, though it ran nothing else.
+    from memvault.plans.gate import GIVE_BACK_DELAY_S
+
+    t = await limited(api, "give-back-batched", concurrent_requests=1)
+    slots = api._limit_gate._slots
+    sending, arrived = asyncio.Event(), asyncio.Event()
+    original = slots.give_back_all
+
+    async def late(tenant_id: Any, lease_ids: Any) -> None:
+        sending.set()
+        await arrived.wait()
+        await original(tenant_id, lease_ids)
+
+    monkeypatch.setattr(slots, "give_back_all", late)
+    try:
+        assert (await search(client, t)).status_code == 200
+        await asyncio.wait_for(sending.wait(), GIVE_BACK_DELAY_S * 100)  # the batch has the slot
+        r = await search(client, t)
+        assert r.status_code == 200, r.text
+    finally:
+        arrived.set()
+        await api._limit_gate.aclose()
+
+
 async def test_a_request_refused_at_the_cap_spends_no_rate(api: NamespaceAPI, client: httpx.AsyncClient) -> None:
     from tests.plans.test_rate_limits import _op
 
@@ -137,3 +166,23 @@ async def test_a_request_refused_at_the_cap_spends_no_rate(api: NamespaceAPI, cl
     await api._limit_gate.aclose()
     r = await search(client, t)  # 1 of 5 used by the held request, 1 by this one
     assert r.status_code == 200 and r.headers["ratelimit"].startswith('"key-search";r=3;')
+
+
+def test_lease_ids_are_unique_across_forked_workers() -> None:
+    # Lease ids are a per-process token and a count; a worker forked from a parent that already
+    # imported the gate must not reuse the parent's token (two leases of one name are one slot).
+    import os
+
+    from memvault.plans.gate import _lease_id
+
+    parent = {_lease_id() for _ in range(3)}
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its first ids, to the parent
+        os.write(write, " ".join(_lease_id() for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    child = set(os.read(read, 4096).decode().split())
+    os.waitpid(pid, 0)
+    assert len(child) == 3 and not child & parent
+    assert {i[:16] for i in child} != {i[:16] for i in parent}

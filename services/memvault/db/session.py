@@ -19,6 +19,7 @@ from sqlalchemy.pool import NullPool
 
 from memvault.db.urls import DatabaseUrls
 from memvault.errors import DatabaseUnavailable
+from memvault.plans.cputurns import FairConnection
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,11 @@ class Database:
             if pooled
             else {"poolclass": NullPool}
         )
-        self.app_engine: AsyncEngine = create_async_engine(urls.app, **pool)
+        # Requests' connections give up their operation's turn at the process's Python while they
+        # wait on the server (plans/cputurns.py); outside a turn-taking operation they are psycopg's.
+        self.app_engine: AsyncEngine = create_async_engine(
+            urls.app, connect_args={"async_creator_fn": FairConnection.connect}, **pool
+        )
         if urls.set_role:
             role = urls.set_role
 

@@ -16,12 +16,16 @@ no report (MCP, jobs) just does not get the headers.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
+
+from redis.asyncio import Redis
 
 from memvault.config import Settings
 from memvault.operations import Operation
@@ -38,6 +42,27 @@ CONCURRENCY_RETRY_S = 1
 # Longest a returned concurrency slot waits for the tenant's next admission to drop it in Redis
 # before a batched give-back of its own (_give_back_later).
 GIVE_BACK_DELAY_S = 0.05
+# Longest a limited request waits for its admission before it is let through unlimited (Redis away
+# or hung): redis-py's default socket timeout, which bounded it before the gate had its own client.
+ADMIT_TIMEOUT_S = 5.0
+
+# Concurrency leases are named by this process's random token and a count: unique over every
+# replica without a uuid4 (a urandom read) per request. A forked worker draws a token of its own.
+_process_token = uuid.uuid4().hex[:16]
+_lease_numbers = itertools.count()
+
+
+def _new_process_token() -> None:
+    global _process_token, _lease_numbers
+    _process_token, _lease_numbers = uuid.uuid4().hex[:16], itertools.count()
+
+
+os.register_at_fork(after_in_child=_new_process_token)
+
+
+def _lease_id() -> str:
+    return f"{_process_token}{next(_lease_numbers):x}"
+
 
 _report: ContextVar[list[Window] | None] = ContextVar("memvault_rate_report", default=None)
 
@@ -84,7 +109,16 @@ class LimitGate:
         self._slots = Slots(redis if settings.redis_url else None, lease_s=settings.concurrency_lease_s)
         self._lease_ms = int(settings.concurrency_lease_s * 1000)
         # With Redis, a limited request is admitted in one round trip (plans/onetrip.py).
-        self._onetrip = OneTrip(redis) if settings.redis_url and redis is not None else None
+        self._admitting: Any = None
+        self._onetrip: OneTrip | None = None
+        if settings.redis_url and redis is not None:
+            # A client of its own whose connections have no socket timeout: with one (redis-py's
+            # default is 5 s) every command is sent under asyncio.wait_for, a task and a loop turn
+            # more per request, 18 % of the admission's CPU. The admission is bounded instead by
+            # ADMIT_TIMEOUT_S around it (asyncio.timeout: a timer, no task); a command cut short
+            # closes its connection.
+            self._admitting = Redis.from_url(settings.redis_url, socket_timeout=None)
+            self._onetrip = OneTrip(self._admitting)
         # Slots given back but not yet in Redis: the lease ids, by tenant, that the tenant's next
         # admission drops itself, and the task that sends the rest (see _give_back_later).
         self._returning: dict[uuid.UUID, set[str]] = {}
@@ -130,21 +164,22 @@ class LimitGate:
         tenant's only if the key may go on, the slot last; plus what the headers report. A request
         refused at the concurrency cap is counted against neither limit. Redis away: let through."""
         assert self._onetrip is not None
-        lease = Lease(tenant_id, uuid.uuid4().hex) if cap is not None else None
+        lease = Lease(tenant_id, _lease_id()) if cap is not None else None
         windows: list[Window] = []
         returning = tuple(self._returning.get(tenant_id, ())) if cap is not None else ()
         try:
-            got = await self._onetrip.admit(
-                tenant_id,
-                credential,
-                kind,
-                per_key,
-                per_tenant,
-                cap,
-                lease_ms=self._lease_ms,
-                lease_id=lease.id if lease is not None and lease.id is not None else "",
-                returning=returning,
-            )
+            async with asyncio.timeout(ADMIT_TIMEOUT_S):
+                got = await self._onetrip.admit(
+                    tenant_id,
+                    credential,
+                    kind,
+                    per_key,
+                    per_tenant,
+                    cap,
+                    lease_ms=self._lease_ms,
+                    lease_id=lease.id if lease is not None and lease.id is not None else "",
+                    returning=returning,
+                )
         except Exception as exc:  # Redis away: serve unlimited rather than refuse every request
             log.warning("rate limit storage unavailable (%s); tenant %s not limited", exc, tenant_id)
             return None
@@ -189,8 +224,19 @@ class LimitGate:
         await self._give_back_waiting()
 
     async def _give_back_waiting(self) -> None:
-        waiting, self._returning = self._returning, {}
-        await asyncio.gather(*(self._slots.give_back_all(t, ids) for t, ids in waiting.items()))
+        # The ids stay in ``_returning`` until their ZREM is answered: it goes on another of the
+        # pool's connections, and an admission sent meanwhile may reach Redis first; carrying the
+        # ids too, it does not find the slots still taken (a second ZREM of an id is harmless).
+        waiting = {t: set(ids) for t, ids in self._returning.items()}
+        try:
+            await asyncio.gather(*(self._slots.give_back_all(t, ids) for t, ids in waiting.items()))
+        finally:
+            for t, ids in waiting.items():
+                held = self._returning.get(t)
+                if held is not None:
+                    held.difference_update(ids)
+                    if not held:
+                        del self._returning[t]
 
     async def aclose(self) -> None:
         """Give back the slots still waiting (before the Redis client closes)."""
@@ -198,6 +244,11 @@ class LimitGate:
         if flushing is not None and flushing.get_loop() is asyncio.get_running_loop():
             flushing.cancel()
         await self._give_back_waiting()
+
+    async def close_storage(self) -> None:
+        """Close the admission's own Redis client (at the facade's end, after ``aclose``)."""
+        if self._admitting is not None:
+            await self._admitting.aclose()
 
     async def _count(
         self,
