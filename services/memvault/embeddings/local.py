@@ -4,15 +4,18 @@ The model is loaded with sentence-transformers (torch) and, with ``runtime="onnx
 default), also exported once to ONNX, which ONNX Runtime runs for every single text: for one
 short query that is 3-4x faster than torch here (docs/benchmarks.md), and a search waits for
 exactly that. Single texts that arrive while the session is busy run together as one batch when
-it is free (embeddings/microbatch.py). Batches stay on torch. The tokenizer and
+it is free (embeddings/microbatch.py). Batches (a batch write, an import) run on the same ONNX
+Runtime session too, in their own fair turns (below): a text there costs about 0.6x the CPU it
+costs on torch (issue 25, docs/benchmarks.md), which matters most when the server's cores are all
+busy. Torch stays for a model the export does not cover. The tokenizer and
 the pooling stay sentence-transformers' own, so both runtimes give the same vectors (cosine
 1.0 to within 1e-6, tests/embeddings). A model whose modules the ONNX path does not cover (only
 a transformer, mean pooling and normalisation are) stays on torch, and says so in the log.
 
-Batches on torch take fair turns at the model (embeddings/turns.py): a call's texts are cut into
-the very batches sentence-transformers' ``encode`` makes (sorted by length, ``batch_size`` each,
-padded to the batch's longest), and each batch runs a slice of rows per turn, every slice padded
-like its whole batch, so the vectors are bit-for-bit those of ``encode`` (tests/embeddings).
+Batches take fair turns at the model (embeddings/turns.py): a call's texts are cut into the very
+batches sentence-transformers' ``encode`` makes (sorted by length, ``batch_size`` each, padded to
+the batch's longest), and each batch runs a slice of rows per turn, every slice padded like its
+whole batch, so the vectors are those of ``encode`` to float32 rounding (tests/embeddings).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any, Literal
 from memvault.embeddings.base import QueryCache
 from memvault.embeddings.microbatch import MicroBatcher
 from memvault.embeddings.turns import FairTurns
-from memvault.metering.tally import count, estimated_tokens
+from memvault.metering.tally import count
 from memvault.observability.metrics import observed_embedding
 
 log = logging.getLogger(__name__)
@@ -85,6 +88,17 @@ def _batches(model: Any, texts: Sequence[str], batch_size: int) -> list[list[int
     return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
 
 
+def _pooled(hidden: Any, attention_mask: Any) -> Any:
+    """Mean pooling over the real tokens, then unit length: the model's own Pooling and Normalize
+    modules, which sentence-transformers applies after the transformer."""
+    import numpy as np
+
+    mask = attention_mask[..., None].astype(np.float32)
+    pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+    pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+    return pooled
+
+
 class _Batch:
     """One batch of a call, run a slice of rows at a time.
 
@@ -105,7 +119,9 @@ class _Batch:
     def done(self) -> bool:
         return len(self.vectors) == len(self.texts)
 
-    def step(self, model: Any) -> None:
+    def step(self, model: Any, session: Any = None) -> None:
+        """Run the next slice: on ``session`` (ONNX Runtime, the transformer alone) when given,
+        else on the torch model."""
         import torch
 
         n = len(self.texts)
@@ -127,10 +143,15 @@ class _Batch:
             k: v[start:stop] if isinstance(v, torch.Tensor) and v.ndim > 0 and v.shape[0] == n else v
             for k, v in self._features.items()
         }
-        with torch.inference_mode():
-            out = model(part)["sentence_embedding"]
-            out = torch.nn.functional.normalize(out, p=2, dim=1)
-        self.vectors.extend(out.cpu().numpy().tolist())
+        if session is not None:
+            feeds = {k: v.numpy() for k, v in part.items() if isinstance(v, torch.Tensor)}
+            (hidden,) = session.run(None, feeds)
+            self.vectors.extend(_pooled(hidden, feeds["attention_mask"]).tolist())
+        else:
+            with torch.inference_mode():
+                out = model(part)["sentence_embedding"]
+                out = torch.nn.functional.normalize(out, p=2, dim=1)
+            self.vectors.extend(out.cpu().numpy().tolist())
         if self.done:
             self._features = None
 
@@ -173,23 +194,21 @@ class LocalEmbedder:
         self._runtime: Runtime = runtime
         self._onnx_dir = onnx_dir or default_onnx_dir()
         self._model: Any = None
-        # An ONNX Runtime session for one text at a time (a query), on one thread: at this size
-        # more threads only add hand-offs, and the other core is PostgreSQL's. Batches stay on
-        # torch, which is as fast or faster for them here.
+        # The ONNX Runtime session, on one thread: at this size more threads only add hand-offs,
+        # and the other core is PostgreSQL's. Queries (the micro-batcher) and batches (their fair
+        # turns) run on it from their own threads, at once when both have work: a query never
+        # waits for a batch's slice. Torch only where there is no session.
         self._single: Any = None
-        # The session's own input module: queries on ONNX Runtime tokenize beside a batch on torch.
+        # The session's own input module: queries tokenize beside a batch (the model's tokenizer).
         self._query_input: Any = None
-        # Another copy, to count a single text's tokens on the event loop (usage metering).
-        self._counter: Any = None
         self._load_lock = threading.Lock()
-        # One inference at a time on torch: it already uses every core for a batch, and two
-        # concurrent batches on 2 cores only thrash. Calls take fair turns of at most
-        # ``slice_tokens`` (rows times padded width) each, so no tenant waits behind another's
-        # whole import. Queries on ONNX Runtime are batched on their own instead: a search must
-        # not wait even one slice.
+        # One batch slice at a time: two concurrent batches on 2 cores only thrash. Calls take
+        # fair turns of at most ``slice_tokens`` (rows times padded width) each, so no tenant
+        # waits behind another's whole import. Queries are batched on their own instead: a
+        # search must not wait even one slice.
         self._slice_tokens = slice_tokens
         self._turns = FairTurns()
-        self._queries = MicroBatcher(self._encode_queries)
+        self._queries = MicroBatcher(self._encode_counted)
 
     @property
     def runtime(self) -> Runtime:
@@ -217,7 +236,6 @@ class LocalEmbedder:
                 try:
                     self._single = self._onnx_session(model, path)
                     self._query_input = _own_tokenizer(model)
-                    self._counter = _own_tokenizer(model)
                 except Exception as exc:  # any failure leaves the torch model, which works
                     self._single = self._query_input = None
                     log.warning("embedding model %s stays on torch: %s", self.model_id, exc)
@@ -291,22 +309,23 @@ class LocalEmbedder:
         log.info("exported embedding model %s to %s", self.model_id, target)
 
     def _encode_queries(self, texts: list[str]) -> list[list[float]]:
+        return [vector for vector, _ in self._encode_counted(texts)]
+
+    def _encode_counted(self, texts: list[str]) -> list[tuple[list[float], int]]:
+        """Each text's vector and its real tokens (for usage metering: counted from the run's own
+        attention mask, not by tokenizing the text again on the event loop)."""
         return self._encode_single(texts, self._query_input)
 
-    def _encode_single(self, texts: list[str], tokenizer: Any) -> list[list[float]]:
+    def _encode_single(self, texts: list[str], tokenizer: Any) -> list[tuple[list[float], int]]:
         """Single texts on ONNX Runtime in one run, padded to the longest, tokenized by
         ``tokenizer`` (the model, or the session's own input module)."""
         import numpy as np
 
         features = {k: v.numpy() for k, v in _features(tokenizer, texts).items()}
         (hidden,) = self._single.run(None, features)
-        # Mean pooling over the real tokens, then unit length: the model's own Pooling and
-        # Normalize modules, which sentence-transformers applies after the transformer.
-        mask = features["attention_mask"][..., None].astype(np.float32)
-        pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
-        pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        vectors: list[list[float]] = pooled.tolist()
-        return vectors
+        vectors: list[list[float]] = _pooled(hidden, features["attention_mask"]).tolist()
+        real = np.asarray(features["attention_mask"]).sum(axis=1)
+        return list(zip(vectors, (int(n) for n in real), strict=True))
 
     @observed_embedding("local")
     async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:
@@ -315,9 +334,8 @@ class LocalEmbedder:
         if self._model is None:
             await asyncio.to_thread(self.load)
         if len(texts) == 1 and self._query_input is not None:
-            vector = await self._queries.embed(texts[0])
-            # Counted with a tokenizer of its own: the batch's runs on the worker thread.
-            count(tokens_embedded=self._tokens_of(texts[0]))
+            vector, tokens = await self._queries.embed(texts[0])
+            count(tokens_embedded=tokens)
             return [vector]
         # A call that names no tenant takes turns as a tenant of its own.
         owner = tenant if tenant is not None else object()
@@ -325,16 +343,11 @@ class LocalEmbedder:
         for positions in _batches(self._model, texts, self._batch_size):
             batch = _Batch([texts[i] for i in positions], self._slice_tokens)
             while not batch.done:
-                await self._turns.run(owner, batch.step, self._model)
+                await self._turns.run(owner, batch.step, self._model, self._single)
             for i, vector in zip(positions, batch.vectors, strict=True):
                 vectors[i] = vector
             count(tokens_embedded=batch.tokens)
         return vectors
-
-    def _tokens_of(self, text: str) -> int:
-        if self._counter is None:  # a session wired without one (tests): the batcher's estimate
-            return estimated_tokens([text])
-        return _real_tokens(_features(self._counter, [text]))
 
     async def embed_query(self, text: str) -> list[float]:
         return await self._cache.get_or_embed(text, self.embed)
