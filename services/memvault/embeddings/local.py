@@ -31,7 +31,7 @@ from typing import Any, Literal
 from memvault.embeddings.base import QueryCache
 from memvault.embeddings.microbatch import MicroBatcher
 from memvault.embeddings.turns import FairTurns
-from memvault.metering.tally import count, estimated_tokens
+from memvault.metering.tally import count
 from memvault.observability.metrics import observed_embedding
 
 log = logging.getLogger(__name__)
@@ -83,6 +83,17 @@ def _batches(model: Any, texts: Sequence[str], batch_size: int) -> list[list[int
     if getattr(model, "_can_flatten_inputs", lambda: False)():
         order = model._interleave_sorted_indices(order)  # its order for unpadded (flattened) inputs
     return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+
+
+def _pooled(hidden: Any, attention_mask: Any) -> Any:
+    """Mean pooling over the real tokens, then unit length: the model's own Pooling and Normalize
+    modules, which sentence-transformers applies after the transformer."""
+    import numpy as np
+
+    mask = attention_mask[..., None].astype(np.float32)
+    pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
+    pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+    return pooled
 
 
 class _Batch:
@@ -175,12 +186,10 @@ class LocalEmbedder:
         self._model: Any = None
         # An ONNX Runtime session for one text at a time (a query), on one thread: at this size
         # more threads only add hand-offs, and the other core is PostgreSQL's. Batches stay on
-        # torch, which is as fast or faster for them here.
+        # torch (a text costs 1.6x the CPU there, but see issue 25's notes before moving them).
         self._single: Any = None
         # The session's own input module: queries on ONNX Runtime tokenize beside a batch on torch.
         self._query_input: Any = None
-        # Another copy, to count a single text's tokens on the event loop (usage metering).
-        self._counter: Any = None
         self._load_lock = threading.Lock()
         # One inference at a time on torch: it already uses every core for a batch, and two
         # concurrent batches on 2 cores only thrash. Calls take fair turns of at most
@@ -189,7 +198,7 @@ class LocalEmbedder:
         # not wait even one slice.
         self._slice_tokens = slice_tokens
         self._turns = FairTurns()
-        self._queries = MicroBatcher(self._encode_queries)
+        self._queries = MicroBatcher(self._encode_counted)
 
     @property
     def runtime(self) -> Runtime:
@@ -217,7 +226,6 @@ class LocalEmbedder:
                 try:
                     self._single = self._onnx_session(model, path)
                     self._query_input = _own_tokenizer(model)
-                    self._counter = _own_tokenizer(model)
                 except Exception as exc:  # any failure leaves the torch model, which works
                     self._single = self._query_input = None
                     log.warning("embedding model %s stays on torch: %s", self.model_id, exc)
@@ -291,22 +299,23 @@ class LocalEmbedder:
         log.info("exported embedding model %s to %s", self.model_id, target)
 
     def _encode_queries(self, texts: list[str]) -> list[list[float]]:
+        return [vector for vector, _ in self._encode_counted(texts)]
+
+    def _encode_counted(self, texts: list[str]) -> list[tuple[list[float], int]]:
+        """Each text's vector and its real tokens (for usage metering: counted from the run's own
+        attention mask, not by tokenizing the text again on the event loop)."""
         return self._encode_single(texts, self._query_input)
 
-    def _encode_single(self, texts: list[str], tokenizer: Any) -> list[list[float]]:
+    def _encode_single(self, texts: list[str], tokenizer: Any) -> list[tuple[list[float], int]]:
         """Single texts on ONNX Runtime in one run, padded to the longest, tokenized by
         ``tokenizer`` (the model, or the session's own input module)."""
         import numpy as np
 
         features = {k: v.numpy() for k, v in _features(tokenizer, texts).items()}
         (hidden,) = self._single.run(None, features)
-        # Mean pooling over the real tokens, then unit length: the model's own Pooling and
-        # Normalize modules, which sentence-transformers applies after the transformer.
-        mask = features["attention_mask"][..., None].astype(np.float32)
-        pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
-        pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        vectors: list[list[float]] = pooled.tolist()
-        return vectors
+        vectors: list[list[float]] = _pooled(hidden, features["attention_mask"]).tolist()
+        real = np.asarray(features["attention_mask"]).sum(axis=1)
+        return list(zip(vectors, (int(n) for n in real), strict=True))
 
     @observed_embedding("local")
     async def embed(self, texts: Sequence[str], *, tenant: Hashable | None = None) -> list[list[float]]:
@@ -315,9 +324,8 @@ class LocalEmbedder:
         if self._model is None:
             await asyncio.to_thread(self.load)
         if len(texts) == 1 and self._query_input is not None:
-            vector = await self._queries.embed(texts[0])
-            # Counted with a tokenizer of its own: the batch's runs on the worker thread.
-            count(tokens_embedded=self._tokens_of(texts[0]))
+            vector, tokens = await self._queries.embed(texts[0])
+            count(tokens_embedded=tokens)
             return [vector]
         # A call that names no tenant takes turns as a tenant of its own.
         owner = tenant if tenant is not None else object()
@@ -330,11 +338,6 @@ class LocalEmbedder:
                 vectors[i] = vector
             count(tokens_embedded=batch.tokens)
         return vectors
-
-    def _tokens_of(self, text: str) -> int:
-        if self._counter is None:  # a session wired without one (tests): the batcher's estimate
-            return estimated_tokens([text])
-        return _real_tokens(_features(self._counter, [text]))
 
     async def embed_query(self, text: str) -> list[float]:
         return await self._cache.get_or_embed(text, self.embed)

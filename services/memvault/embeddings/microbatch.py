@@ -20,25 +20,30 @@ import asyncio
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 # Characters per word piece in English text, to estimate a text's tokens without tokenizing it on
 # the event loop (the tokenizer runs on the worker thread, with the batch).
 _CHARS_PER_TOKEN = 4
 
+# What a run gives for each text: its vector, or the vector with what else the run learnt of it.
+Out = TypeVar("Out")
+
 
 @dataclass
-class _Waiting:
+class _Waiting(Generic[Out]):
     text: str
     tokens: int
-    future: asyncio.Future[list[float]] = field(repr=False)
+    future: asyncio.Future[Out] = field(repr=False)
 
 
-class MicroBatcher:
-    """Runs ``run(texts) -> vectors`` on a worker thread, one batch at a time, for single texts."""
+class MicroBatcher(Generic[Out]):
+    """Runs ``run(texts) -> one result per text`` on a worker thread, one batch at a time, for
+    single texts."""
 
     def __init__(
         self,
-        run: Callable[[list[str]], list[list[float]]],
+        run: Callable[[list[str]], list[Out]],
         *,
         max_texts: int = 16,
         max_tokens: int = 512,
@@ -48,7 +53,7 @@ class MicroBatcher:
         self._max_texts = max(1, max_texts)
         self._max_tokens = max_tokens
         self._max_seq = max_seq_length
-        self._waiting: list[_Waiting] = []
+        self._waiting: list[_Waiting[Out]] = []
         # The task running batches while any text waits; None when the model is idle.
         self._driver: asyncio.Task[None] | None = None
 
@@ -57,12 +62,12 @@ class MicroBatcher:
         """Texts waiting for a batch, not counting the one running (for tests and metrics)."""
         return sum(not w.future.done() for w in self._waiting)
 
-    async def embed(self, text: str) -> list[float]:
+    async def embed(self, text: str) -> Out:
         loop = asyncio.get_running_loop()
         if self._driver is not None and self._driver.get_loop() is not loop:
             # Left by an event loop that has ended (the tests run one per test): its waiters are gone.
             self._driver, self._waiting = None, []
-        future: asyncio.Future[list[float]] = loop.create_future()
+        future: asyncio.Future[Out] = loop.create_future()
         tokens = min(self._max_seq, math.ceil(len(text) / _CHARS_PER_TOKEN) + 2)
         self._waiting.append(_Waiting(text, tokens, future))
         if self._driver is None:
@@ -72,7 +77,7 @@ class MicroBatcher:
         return await future
 
     async def _drive(self) -> None:
-        batch: list[_Waiting] = []
+        batch: list[_Waiting[Out]] = []
         try:
             while batch := self._next_batch():
                 try:
@@ -92,7 +97,7 @@ class MicroBatcher:
                     w.future.cancel()
             self._waiting, self._driver = [], None
 
-    def _next_batch(self) -> list[_Waiting]:
+    def _next_batch(self) -> list[_Waiting[Out]]:
         """The oldest waiting text and those nearest its length, within the bounds; taken off the
         queue."""
         waiting = [w for w in self._waiting if not w.future.done()]

@@ -53,7 +53,24 @@ async def search_rows(
     s: AsyncSession, prepared: Statement, params: dict[str, Any], settings: dict[str, str] | None
 ) -> Sequence[Row[Any]]:
     """The rows of ``prepared`` run with ``params``, the transaction's ``settings`` set first
-    (None: the caller has set them already)."""
+    (None: the caller has set them already).
+
+    Prepared on the connection at its first run, not at psycopg's fifth: PostgreSQL spends 20-35 ms
+    planning this statement, and an unfiltered search keeps its plan only once prepared
+    (sql/settings.py, plan_cache_mode). At the fifth run, each of the pool's connections planned
+    each shape four times for nothing, which under load was most of the searches of a
+    minute's run (issue 25, docs/benchmarks.md). A filtered search is planned per call either way
+    and is spared the parsing. The shapes are a few dozen; psycopg keeps 100 prepared statements per
+    connection, least recently used first out."""
     if settings is not None:
         await set_local(s, settings)
-    return (await s.execute(prepared.stmt, params)).all()
+    connection = await s.connection()
+    driver = (await connection.get_raw_connection()).driver_connection
+    assert driver is not None  # a checked-out connection has its psycopg connection
+    threshold = driver.prepare_threshold
+    if threshold is not None:  # None: the deployment turned preparing off (a transaction pooler)
+        driver.prepare_threshold = 0
+    try:
+        return (await s.execute(prepared.stmt, params)).all()
+    finally:
+        driver.prepare_threshold = threshold
