@@ -460,7 +460,7 @@ async def page(
     """Newest first, keyset-paginated on (created_at, id) so pages never skip or repeat rows."""
     stmt = select(Memory).where(*read_conditions(tenant_id, namespace_id, filters))
     rows, next_cursor = await newest_first(s, stmt, Memory.created_at, Memory.id, limit=limit, cursor=cursor)
-    if system_apart() and await split.system_shared(s):
+    if system_apart() and await system_shared(s):
         # On Citus: the system tenant's shared rows from their own shard (memories/split.py).
         async with reading_as_system(s, tenant_id):
             shared_stmt = select(Memory).where(*read_conditions(SYSTEM_TENANT_ID, namespace_id, filters))
@@ -551,3 +551,12 @@ def strength_of(m: Any, *, now: Any, half_life_days: float | ColumnElement[Any])
         * (1 + func.ln(1 + m.access_count))
         * (0.5 + m.importance)
     )
+
+
+async def system_shared(s: AsyncSession) -> bool:
+    """Whether the system tenant holds any live shared memory (one index probe on its shard): on
+    Citus, whether a tenant's read must also read the system tenant's shard (memories/split.py)."""
+    probe = exists().where(
+        Memory.tenant_id == SYSTEM_TENANT_ID, Memory.scope == "system", Memory.superseded_at.is_(None)
+    )
+    return bool(await s.scalar(select(probe)))

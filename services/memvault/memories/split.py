@@ -20,20 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import exists, select
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from memvault.db.pagination import encode_cursor
 from memvault.memories.models import Memory
-from memvault.principal import SYSTEM_TENANT_ID
-
-
-async def system_shared(s: AsyncSession) -> bool:
-    """Whether the system tenant holds any live shared memory (one index probe on its shard)."""
-    probe = exists().where(
-        Memory.tenant_id == SYSTEM_TENANT_ID, Memory.scope == "system", Memory.superseded_at.is_(None)
-    )
-    return bool(await s.scalar(select(probe)))
 
 
 def merge_pages(

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.db.session import reading_as_system, system_apart
 from memvault.memories import split
+from memvault.memories.repository import system_shared
 from memvault.principal import SYSTEM_TENANT_ID
 from memvault.retrieval import timeline
 from memvault.retrieval.cues import QueryCues
@@ -42,7 +43,7 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
     started = time.perf_counter()
     settings = None if plan.settings_set else search_settings(plan.filters, plan.candidates)
     hits, counts, channels, timed = await _search(s, plan, settings)
-    if system_apart() and await split.system_shared(s):
+    if system_apart() and await system_shared(s):
         # On Citus: the system tenant's shared memories, from their own shard (memories/split.py).
         async with reading_as_system(s, plan.tenant_id):
             shared, shared_counts, _, _ = await _search(s, replace(plan, tenant_id=SYSTEM_TENANT_ID), None)
