@@ -116,7 +116,11 @@ def _run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.timeout(900)
 def test_every_page_is_timed_and_the_seed_is_kept(folder: Path) -> None:
     out = folder / "figures.json"
-    first = _run(folder, "--memories", "800", "--sentences", "300", "--rounds", "3", "--json", str(out))
+    # What the script does is tested here, not how fast the pages are (that is the benchmark's
+    # figure, on a quiet machine): a target no loaded CI machine can miss.
+    first = _run(
+        folder, "--memories", "800", "--sentences", "300", "--rounds", "3", "--target-ms", "60000", "--json", str(out)
+    )
     assert first.returncode == 0, (first.stdout + first.stderr)[-4000:]
 
     figures = json.loads(out.read_text())
