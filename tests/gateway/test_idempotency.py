@@ -18,6 +18,7 @@ from memvault.api import NamespaceAPI
 from memvault.db.urls import DatabaseUrls
 from memvault.gateway.idempotency import IDEMPOTENT, NOT_IDEMPOTENT, request_hash
 from tests.conftest import Tenant, make_tenant
+from tests.db.conftest import conninfo
 from tests.memories.test_router import problem
 
 MEMORIES = "/v1/namespaces/default/memories"
@@ -36,10 +37,6 @@ async def count_memories(client: httpx.AsyncClient, t: Tenant) -> int:
     r = await client.get(MEMORIES, params={"limit": 200}, headers=t.headers)
     assert r.status_code == 200, r.text
     return len(r.json()["data"])
-
-
-def conninfo(url: Any) -> str:
-    return url.render_as_string(hide_password=False).replace("+psycopg", "")
 
 
 class TestReplay:

@@ -8,6 +8,7 @@ between them is the signal's doing; where the wording differs, the opposite cue 
 from __future__ import annotations
 
 import math
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -619,6 +620,22 @@ class TestStatementReuse:
 COLOURS = ["red", "blue", "green", "yellow", "grey", "white"]
 
 
+async def search_plans(db: Database, tenant_id: uuid.UUID) -> list[Any]:
+    """The search statements prepared on the connection ``db`` holds (a pool of one): how often
+    each was planned generically and per run, most generic first."""
+    async with db.tenant_tx(tenant_id) as tx:
+        return list(
+            (
+                await tx.session.execute(
+                    text(
+                        "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                        "WHERE statement LIKE '%memvault_nearest%' ORDER BY generic_plans DESC"
+                    )
+                )
+            ).all()
+        )
+
+
 class TestOnePlan:
     """An unfiltered search keeps one plan per connection (retrieval/sql/settings.py, plan_cache_mode):
     what depends on a tenant's size is planned per call inside memvault_nearest and
@@ -649,15 +666,7 @@ class TestOnePlan:
                 tenant_b.principal, tenant_b.namespace, SearchIn(query="the cat", filters=MemoryFilters(type=["fact"]))
             )
             assert [r.memory.content for r in filtered.results] == ["Our office cat is called Marmalade"]
-            async with db.tenant_tx(tenant_a.id) as tx:
-                plans = (
-                    await tx.session.execute(
-                        text(
-                            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                            "WHERE statement LIKE '%memvault_nearest%' ORDER BY generic_plans DESC"
-                        )
-                    )
-                ).all()
+            plans = await search_plans(db, tenant_a.id)
         finally:
             await facade.aclose()
             await db.dispose()
@@ -673,15 +682,7 @@ class TestOnePlan:
         facade = NamespaceAPI(db, api._embedder, api._settings)
         try:
             out = await facade.search(tenant_a.principal, tenant_a.namespace, SearchIn(query="what is the cat called"))
-            async with db.tenant_tx(tenant_a.id) as tx:
-                plans = (
-                    await tx.session.execute(
-                        text(
-                            "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                            "WHERE statement LIKE '%memvault_nearest%'"
-                        )
-                    )
-                ).all()
+            plans = await search_plans(db, tenant_a.id)
         finally:
             await facade.aclose()
             await db.dispose()

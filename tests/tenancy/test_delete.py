@@ -24,6 +24,7 @@ from memvault.principal import SYSTEM_TENANT_ID
 from memvault.tenants import service as tenants
 from tests.cli.test_cli import MEMVAULT, clean_env
 from tests.conftest import Tenant, make_tenant
+from tests.db.conftest import conninfo
 
 TABLES = """
     SELECT c.relname FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
@@ -35,7 +36,7 @@ TABLES = """
 
 def rows_of(pg_urls: DatabaseUrls, tenant_id: uuid.UUID) -> dict[str, int]:
     """Rows per table for this tenant, read as the owner (no row-level security in the way)."""
-    with psycopg.connect(pg_urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)) as conn:
+    with psycopg.connect(conninfo(pg_urls.owner)) as conn:
         tables = [t for (t,) in conn.execute(TABLES).fetchall()]
         counts = {
             t: conn.execute(f'SELECT count(*) FROM "{t}" WHERE tenant_id = %s', (tenant_id,)).fetchone()[0]
@@ -117,7 +118,7 @@ async def test_sign_ups_nobody_verified_are_purged_and_nothing_else(api: Namespa
                 )  # fmt: skip
                 made[label] = org
         operator_made = await make_tenant(api, f"operator-{tag}")  # a key, no user: the operator's
-        with psycopg.connect(pg_urls.owner.set(drivername="postgresql").render_as_string(hide_password=False)) as c:
+        with psycopg.connect(conninfo(pg_urls.owner)) as c:
             old = datetime.now(UTC) - timedelta(days=8)
             for label in ("stale", "verified"):
                 c.execute("UPDATE tenants SET created_at = %s WHERE id = %s", (old, made[label].id))
