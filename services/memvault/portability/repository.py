@@ -94,6 +94,10 @@ def _json_size(columns: Sequence[Any]) -> Any:
     return func.octet_length(cast(func.json_build_object(*args), Text)) - (3 * len(columns) - 1)
 
 
+async def _summed(s: AsyncSession, value: Any, *where: Any) -> int:
+    return int((await s.execute(select(func.coalesce(func.sum(value), 0)).where(*where))).scalar_one())
+
+
 async def export_size(
     s: AsyncSession,
     tenant_id: uuid.UUID,
@@ -105,6 +109,15 @@ async def export_size(
     """What an export of this namespace will weigh, in bytes, summed by the database without
     reading a row into Python: every record's JSON, its ``kind`` and newline, a memory's entity
     links and history, a trace's steps. Header and end record are left out (a few hundred bytes)."""
+    # The lists a record carries beside its columns, written empty; each entry adds itself and a comma.
+    lists = {"memory": ',"entity_ids":[],"history":[]', "trace": ',"steps":[]'}
+    entries: dict[str, list[tuple[Any, Any]]] = {
+        "memory": [
+            (_json_size([_HISTORY.c[c] for c in HISTORY_COLUMNS]) + 1, _HISTORY.c.memory_id),
+            (len('"00000000-0000-0000-0000-000000000000",'), _LINKS.c.memory_id),
+        ],
+        "trace": [(_json_size([_STEPS.c[c] for c in STEP_COLUMNS]) + 1, _STEPS.c.trace_id)],
+    }
     total = 0
     for kind, cols in columns.items():
         table = TABLES[kind]
@@ -112,37 +125,11 @@ async def export_size(
         if embeddings and "embedding" in table.c:
             picked.append(cast(table.c.embedding, Text).label("embedding"))
         own = table.c.tenant_id == tenant_id, table.c.namespace_id == namespace_id
-        size, rows = (
-            await s.execute(select(func.coalesce(func.sum(_json_size(picked)), 0), func.count()).where(*own))
-        ).one()
-        # ,"kind":"memory" and the newline; a memory's ,"entity_ids":[],"history":[]; a trace's ,"steps":[]
-        extra = {"memory": 29, "trace": 11}.get(kind, 0)
-        total += int(size) + rows * (len('"kind":"",') + len(kind) + 1 + extra)
-        if kind == "memory":
-            ids = select(table.c.id).where(*own)
-            h, m = _HISTORY.c, _LINKS.c
-            entries = _json_size([h[c] for c in HISTORY_COLUMNS]) + 1
-            total += int(
-                (
-                    await s.execute(
-                        select(func.coalesce(func.sum(entries), 0)).where(
-                            h.tenant_id == tenant_id, h.memory_id.in_(ids)
-                        )
-                    )
-                ).scalar_one()
-            )
-            links = select(func.count()).where(m.tenant_id == tenant_id, m.memory_id.in_(ids))
-            total += 39 * int((await s.execute(links)).scalar_one())  # "<uuid>",
-        elif kind == "trace":
-            ids = select(table.c.id).where(*own)
-            t = _STEPS.c
-            steps = _json_size([t[c] for c in STEP_COLUMNS]) + 1
-            total += int(
-                (
-                    await s.execute(
-                        select(func.coalesce(func.sum(steps), 0)).where(t.tenant_id == tenant_id, t.trace_id.in_(ids))
-                    )
-                ).scalar_one()
+        # The record, and ,"kind":"<kind>" and its newline.
+        total += await _summed(s, _json_size(picked) + len(f',"kind":"{kind}"{lists.get(kind, "")}\n'), *own)
+        for size, parent in entries.get(kind, []):
+            total += await _summed(
+                s, size, parent.table.c.tenant_id == tenant_id, parent.in_(select(table.c.id).where(*own))
             )
     return total
 
