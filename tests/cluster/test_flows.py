@@ -221,6 +221,33 @@ class TestSystemRows:
             with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
                 conn.execute("DELETE FROM memories WHERE id = %s", (shared.id,))
 
+    async def test_a_tenant_memory_of_the_same_key_hides_the_shared_one(
+        self, citus_api: NamespaceAPI, citus_client: httpx.AsyncClient, citus_a: Tenant, citus_cluster: local.Cluster
+    ) -> None:
+        # As on one node: the narrower memory of a type and key wins, in a list and in a search.
+        operator = Principal.system(citus_a.id, subject="cli", operator=True)
+        default = await citus_api.store(
+            operator,
+            "default",
+            MemoryIn(content="Always answer in Norwegian", scope=ScopeLevel.system, key="answer-language"),
+        )
+        other = await citus_api.store(
+            operator, "default", MemoryIn(content="Answers are short and polite", scope=ScopeLevel.system)
+        )
+        try:
+            body = {"content": "Answer in English for this team", "key": "answer-language"}
+            r = await citus_client.post(MEMORIES, json=body, headers=citus_a.headers)
+            assert r.status_code == 201, r.text
+            listed_ids = {m["id"] for m in await listed(citus_client, citus_a)}
+            assert listed_ids == {r.json()["id"], str(other.id)}
+            hits = await search(citus_client, citus_a, "Which language should answers be in?")
+            assert "Answer in English for this team" in hits
+            assert "Always answer in Norwegian" not in hits
+            assert "Answers are short and polite" in hits
+        finally:
+            with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
+                conn.execute("DELETE FROM memories WHERE id = ANY(%s)", ([default.id, other.id],))
+
 
 class TestRouting:
     async def test_a_tenant_scoped_search_is_one_task(

@@ -24,6 +24,7 @@ from sqlalchemy import (
     select,
     text,
     true,
+    tuple_,
     update,
 )
 from sqlalchemy.dialects.postgresql import UUID
@@ -465,8 +466,40 @@ async def page(
         async with reading_as_system(s, tenant_id):
             shared_stmt = select(Memory).where(*read_conditions(SYSTEM_TENANT_ID, namespace_id, filters))
             shared, more = await newest_first(s, shared_stmt, Memory.created_at, Memory.id, limit=limit, cursor=cursor)
-        return split.merge_pages(rows, shared, limit, next_cursor is not None or more is not None)
+        hidden = await shadowed(s, tenant_id, namespace_id, filters, shared)
+        shown = [m for m in shared if (m.type, m.key) not in hidden]
+        return split.merge_pages(rows, shown, limit, next_cursor is not None or more is not None)
     return list(rows), next_cursor
+
+
+async def shadowed(
+    s: AsyncSession,
+    tenant_id: uuid.UUID,
+    namespace_id: uuid.UUID,
+    filters: MemoryFilters | None,
+    shared: Sequence[Memory],
+) -> set[tuple[str, str | None]]:
+    """Of the system tenant's ``shared`` memories read apart (on Citus, memories/split.py), the
+    (type, key) pairs the tenant holds a narrower memory of, visible to the same reader at the same
+    time: those the reader does not see, as on one node, where the read conditions' shadowing test
+    hides them inside the one statement. One statement on the tenant's shard."""
+    pairs = {(m.type, m.key) for m in shared if m.key is not None}
+    if not pairs:
+        return set()
+    # system_apart(): the strict chain holds the tenant's levels only, every one narrower than system.
+    t = _Terms(**_values(tenant_id, namespace_id, filters or MemoryFilters()))
+    rows = await s.execute(
+        select(Memory.type, Memory.key)
+        .where(
+            Memory.tenant_id == tenant_id,  # said plainly: Citus routes the statement by it
+            tuple_(Memory.type, Memory.key).in_(list(pairs)),
+            Memory.state.in_(t.states),
+            _chain(Memory, t, strict=True),
+            *_time(Memory, t),
+        )
+        .distinct()
+    )
+    return {(type_, key) for type_, key in rows}
 
 
 async def update_fields(s: AsyncSession, tenant_id: uuid.UUID, memory_id: uuid.UUID, values: dict[str, Any]) -> Memory:

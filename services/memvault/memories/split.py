@@ -9,10 +9,12 @@ worker, and the system tenant's shared rows are read by the same statement run a
 system tenant (``db.session.reading_as_system``), routed to its shard, only when it holds any.
 The two answers are merged here.
 
-What differs from one node, and only when the system tenant holds shared memories: a system
-memory and a tenant memory of the same type and key are both listed (on one node the tenant's,
-the narrower, hides the system's); and a search ranks each half's candidates among themselves
-before the merge by score.
+A system memory that a narrower memory of the tenant's shadows (the same type and key, visible
+to the same reader) is left out of the merge, as one node's single statement leaves it out
+(memories.repository.shadowed: one more statement on the tenant's shard, only when the system
+half has keyed rows). What differs from one node, and only when the system tenant holds shared
+memories: a search ranks each half's candidates among themselves before the merge by score, and
+a page whose system rows were shadowed may be shorter than its limit (its cursor still leads on).
 """
 
 from __future__ import annotations
