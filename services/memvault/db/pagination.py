@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Select, tuple_
+from sqlalchemy import Select, select, tuple_, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from memvault.errors import InvalidInput
 
@@ -50,3 +51,34 @@ async def newest_first(
         return rows, None
     last = rows[-1]
     return rows, encode_cursor(getattr(last, at_col.key), getattr(last, id_col.key))
+
+
+async def newest_first_of(
+    s: AsyncSession, entity: Any, branches: Sequence[Sequence[Any]], *, limit: int, cursor: str | None
+) -> tuple[Sequence[Any], str | None]:
+    """``newest_first`` over the union of ``branches`` (each a set of conditions on ``entity``, the
+    sets disjoint), by ``entity``'s (created_at, id). Each branch takes its own newest ``limit + 1``
+    along an index on (…, created_at DESC, id DESC) and only those are merged: a single statement
+    whose conditions OR the branches together can follow no one index in that order, and sorts
+    every row it matches to return the first page."""
+    at_col, id_col = entity.created_at, entity.id
+    after: list[Any] = []
+    if cursor:
+        at, row_id = decode_cursor(cursor)
+        after.append(tuple_(at_col, id_col) < tuple_(at, row_id))
+    parts = [
+        select(entity).where(*conds, *after).order_by(at_col.desc(), id_col.desc()).limit(limit + 1)
+        for conds in branches
+    ]
+    if len(parts) == 1:
+        stmt: Select[Any] = parts[0]
+    else:
+        merged = aliased(entity, union_all(*parts).subquery("branches"))
+        stmt = select(merged).order_by(merged.created_at.desc(), merged.id.desc()).limit(limit + 1)
+    rows = list((await s.scalars(stmt)).all())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if not (more and rows):
+        return rows, None
+    last = rows[-1]
+    return rows, encode_cursor(last.created_at, last.id)

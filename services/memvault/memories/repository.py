@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql import UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
-from memvault.db.pagination import newest_first
+from memvault.db.pagination import newest_first_of
 from memvault.db.session import reading_as_system, system_apart
 from memvault.entities.models import MemoryEntity
 from memvault.memories import split
@@ -126,8 +126,9 @@ def _values(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters) -> 
     }
 
 
-def _chain(m: Any, t: _Terms, *, strict: bool) -> Any:
-    """The scope chain a read walks: the namespace's rows, the tenant's and the system's.
+def _levels(m: Any, t: _Terms, *, strict: bool) -> list[Any]:
+    """The levels of the scope chain a read walks: the namespace's rows, the tenant's and the
+    system's (each a condition; a row is in the chain when it meets one).
 
     Reading for a user U and/or session S sees U's user-scope rows and S's session-scope rows
     beside the shared ones, and no other user's or session's. Without U and S (browsing the
@@ -154,7 +155,11 @@ def _chain(m: Any, t: _Terms, *, strict: bool) -> Any:
     ]
     if t.system_tenant is not None:
         levels.append(and_(m.tenant_id == t.system_tenant, m.scope == "system"))
-    return or_(*levels)
+    return levels
+
+
+def _chain(m: Any, t: _Terms, *, strict: bool) -> Any:
+    return or_(*_levels(m, t, strict=strict))
 
 
 def _time(m: Any, t: _Terms) -> list[ColumnElement[bool]]:
@@ -206,6 +211,11 @@ def _fields(t: _Terms) -> list[ColumnElement[bool]]:
 
 
 def _conditions(t: _Terms) -> tuple[Any, ...]:
+    return (_chain(Memory, t, strict=False), *_rest(t))
+
+
+def _rest(t: _Terms) -> tuple[Any, ...]:
+    """The read conditions but the scope chain: time, lifecycle, filters, narrowest-scope-wins."""
     narrower = aliased(Memory)
     shadowed = exists().where(
         narrower.key == Memory.key,
@@ -215,12 +225,7 @@ def _conditions(t: _Terms) -> tuple[Any, ...]:
         _chain(narrower, t, strict=True),
         *_time(narrower, t),
     )
-    return (
-        _chain(Memory, t, strict=False),
-        *_time(Memory, t),
-        *_fields(t),
-        or_(Memory.key.is_(None), ~shadowed),
-    )
+    return (*_time(Memory, t), *_fields(t), or_(Memory.key.is_(None), ~shadowed))
 
 
 def read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters | None) -> list[Any]:
@@ -241,6 +246,24 @@ def filter_form(f: MemoryFilters | None) -> tuple[str, ...]:
     """Which filters a read sets: all that decides the SQL of its bound read conditions."""
     values = _values(SYSTEM_TENANT_ID, SYSTEM_TENANT_ID, f or MemoryFilters())
     return tuple(name for name, value in values.items() if value is not None)
+
+
+def read_branches(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters | None) -> list[tuple[Any, ...]]:
+    """``read_conditions`` cut along the scope chain: one set of conditions per level (the
+    namespace's rows, the tenant's shared rows, the system's), whose rows together are the read's.
+    A list runs each as a statement of its own, newest first along its index, and merges them
+    (``page``): one statement with the chain's OR can follow no index in that order, and sorted
+    every row of the namespace to return the newest fifty (a sequential scan of 100,000 rows)."""
+    return list(_read_branches(tenant_id, namespace_id, (f or MemoryFilters()).model_dump_json(), system_apart()))
+
+
+@lru_cache(maxsize=1024)
+def _read_branches(
+    tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters_json: str, apart: bool
+) -> tuple[tuple[Any, ...], ...]:
+    t = _Terms(**_values(tenant_id, namespace_id, MemoryFilters.model_validate_json(filters_json)))
+    rest = _rest(t)
+    return tuple((level, *rest) for level in _levels(Memory, t, strict=False))
 
 
 @lru_cache(maxsize=256)
@@ -459,13 +482,13 @@ async def page(
     cursor: str | None,
 ) -> tuple[list[Memory], str | None]:
     """Newest first, keyset-paginated on (created_at, id) so pages never skip or repeat rows."""
-    stmt = select(Memory).where(*read_conditions(tenant_id, namespace_id, filters))
-    rows, next_cursor = await newest_first(s, stmt, Memory.created_at, Memory.id, limit=limit, cursor=cursor)
+    branches = read_branches(tenant_id, namespace_id, filters)
+    rows, next_cursor = await newest_first_of(s, Memory, branches, limit=limit, cursor=cursor)
     if system_apart() and await system_shared(s):
         # On Citus: the system tenant's shared rows from their own shard (memories/split.py).
         async with reading_as_system(s, tenant_id):
-            shared_stmt = select(Memory).where(*read_conditions(SYSTEM_TENANT_ID, namespace_id, filters))
-            shared, more = await newest_first(s, shared_stmt, Memory.created_at, Memory.id, limit=limit, cursor=cursor)
+            shared_branches = read_branches(SYSTEM_TENANT_ID, namespace_id, filters)
+            shared, more = await newest_first_of(s, Memory, shared_branches, limit=limit, cursor=cursor)
         hidden = await shadowed(s, tenant_id, namespace_id, filters, shared)
         shown = [m for m in shared if (m.type, m.key) not in hidden]
         return split.merge_pages(rows, shown, limit, next_cursor is not None or more is not None)
