@@ -27,7 +27,7 @@ def match_rank(col: Any) -> Any:
 def _nonzero(value: Any) -> Any:
     """``value``, or NULL for 0, as a double: a divisor. Untyped, nullif made SQLAlchemy cast the
     divisor to numeric for a true division, and PostgreSQL turned each row's double into numeric
-    through its decimal text and back (3-6 % of a search's CPU in PostgreSQL, docs/benchmarks.md)."""
+    through its decimal text and back (3-5 % of a search's CPU in PostgreSQL, docs/benchmarks.md)."""
     return func.nullif(value, 0.0, type_=Float)
 
 
