@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Float, and_, any_, case, cast, func, literal, select, true
+from sqlalchemy import Float, and_, any_, case, cast, func, literal, select, true, type_coerce
 
 from memvault.entities.models import MemoryEntity
 from memvault.memories import repository as memories_repo
@@ -85,8 +85,9 @@ def candidate_signals(shape: Shape, pool: Any) -> Any:
         lex_score = func.nullif(func.coalesce(pool.c.lex_score, scored.c.score), 0.0).label("lex_score")
     else:
         lex_score = row.c.lex_score
-    retrieval = func.coalesce(weight["dense"] / (RRF_K + pool.c.dense_rank), 0.0) + func.coalesce(
-        weight["lexical"] / (RRF_K + pool.c.lexical_rank), 0.0
+    # The ranks as doubles (exact), not numeric: SQLAlchemy casts an integer divisor to numeric.
+    retrieval = func.coalesce(weight["dense"] / type_coerce(RRF_K + pool.c.dense_rank, Float), 0.0) + func.coalesce(
+        weight["lexical"] / type_coerce(RRF_K + pool.c.lexical_rank, Float), 0.0
     )
     signals = select(
         pool.c.id,
