@@ -712,3 +712,10 @@ async def test_a_search_is_never_compiled_to_machine_code(api: NamespaceAPI, ten
         event.remove(engine, "after_cursor_execute", read_jit)
     assert out.results[0].memory.content == "Our office cat is called Marmalade"
     assert seen == ["off"]
+
+
+async def test_no_tenant_transaction_is_compiled_to_machine_code(api: NamespaceAPI, tenant_a: Tenant) -> None:
+    """Not only the search's: a list, a count or an aggregate over a large namespace passes the
+    threshold too (db/session.py, TENANT_TX_SETTINGS)."""
+    async with api._db.tenant_tx(tenant_a.id) as tx:
+        assert (await tx.session.execute(text("SELECT current_setting('jit')"))).scalar_one() == "off"

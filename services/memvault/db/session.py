@@ -148,6 +148,18 @@ _SETTING_NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _SETTING_VALUE = re.compile(r"^[A-Za-z0-9_.:-]*$")
 
 
+# Every tenant transaction's: no compiling to machine code. PostgreSQL JIT-compiles a statement
+# whose estimated cost passes jit_above_cost (100,000), and an unfiltered search's kept plan is
+# estimated at about 230,000 among a few thousand memories: where PostgreSQL has LLVM (Debian's
+# packages and the official images built on them, most managed services) each such search compiled
+# its 418 expressions, 170-220 ms of CPU, to run a statement that takes 7 ms (docs/benchmarks.md).
+# A request's statements are short; none gains from JIT, and any costly enough (a list, a count, an
+# aggregate over a large namespace) would pay the same. Set per transaction, in the tenant's own
+# round trip: it holds behind a pooler and after SET ROLE, where a role's setting does not. The
+# embedded PostgreSQL has no JIT, so neither the tests nor the CPU benchmarks saw it.
+TENANT_TX_SETTINGS = {"jit": "off"}
+
+
 def set_local_sql(settings: Mapping[str, str]) -> str:
     """``SET LOCAL`` statements for ``settings``, one query. ``SET LOCAL`` rather than
     ``set_config(..., true)``: both are transaction-local, but on a Citus coordinator only a
@@ -246,7 +258,7 @@ class Database:
             if snapshot:
                 # One consistent view across many statements (an export that pages through tables).
                 await session.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"))
-            await set_local(session, {"app.tenant_id": str(tenant_id), **(settings or {})})
+            await set_local(session, {"app.tenant_id": str(tenant_id), **TENANT_TX_SETTINGS, **(settings or {})})
             if self.citus is None:
                 # Once per Database: the shape of the database it serves does not change under it.
                 self.citus = await _is_citus(session)

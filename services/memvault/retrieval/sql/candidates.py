@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memvault.db.session import set_local
 from memvault.memories.models import Memory
 from memvault.retrieval.sql.common import by_key, lexical_query
-from memvault.retrieval.sql.settings import NO_JIT, hnsw_settings
+from memvault.retrieval.sql.settings import hnsw_settings
 from memvault.retrieval.sql.shape import Params, Shape
 from memvault.retrieval.sql.words import bm25_candidates
 
@@ -96,8 +96,8 @@ async def fused_candidates(
     """The candidate stage for any table with ``id``, ``tsv``, ``embedding`` and
     ``embedding_model`` (trace search uses it): up to ``candidates`` full-text rows ranked by
     ts_rank_cd and (with a query vector) nearest-vector rows passing ``where``, fused by id (see
-    ``fuse``). Sets the transaction's HNSW settings first, and no JIT (sql/settings.py, NO_JIT)."""
-    await set_local(s, {**NO_JIT, **hnsw_settings(candidates)})
+    ``fuse``). Sets the transaction's HNSW settings first."""
+    await set_local(s, hnsw_settings(candidates))
     lex_inner = ts_rank_inner(model, where, lexical_query(query), candidates, word_index=word_index)
     dense = None if query_vector is None else dense_inner(model, where, query_vector, model_id, candidates)
     return fuse(lex_inner, dense, rank)

@@ -30,20 +30,10 @@ def plan_cache_mode(filters: MemoryFilters | None) -> str:
 RANDOM_PAGE_COST = "1.1"
 
 
-# No compiling to machine code. PostgreSQL JIT-compiles a statement whose estimated cost passes
-# jit_above_cost (100,000), and an unfiltered search's kept plan is estimated at about 230,000
-# among a few thousand memories: where PostgreSQL has LLVM (Debian's packages and the official
-# images built on them, most managed services) each such search compiled its 418 expressions,
-# 170-220 ms of CPU, to run a statement that takes 7 ms (docs/benchmarks.md). The embedded
-# PostgreSQL has no JIT, so neither the tests nor the CPU benchmarks saw it.
-NO_JIT = {"jit": "off"}
-
-
 def search_settings(filters: MemoryFilters | None, candidates: int) -> dict[str, str]:
     """The transaction-local settings a search runs with, made when its transaction opens."""
     return {
         "plan_cache_mode": plan_cache_mode(filters),
         "random_page_cost": RANDOM_PAGE_COST,
-        **NO_JIT,
         **hnsw_settings(candidates),
     }
