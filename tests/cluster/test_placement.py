@@ -1,12 +1,16 @@
 """Moving one tenant onto shards of its own, on another worker, while it writes: no request fails,
-nothing is lost, and the tenant's shard covers it alone on the node named."""
+nothing is lost, and the tenant's shard covers it alone on the node named. The default (logical)
+mode with a tenant large enough for its copy to take seconds, beside a tenant sharing its shard;
+the block_writes fallback with a small one (with a large one a write waits for the whole copy)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import statistics
+import threading
 import time
+import uuid
 from dataclasses import dataclass
 
 import httpx
@@ -25,7 +29,7 @@ def where_is(cluster: local.Cluster, tenant: Tenant) -> tuple[int, tuple[str, in
         return shard, repository.placement(conn, shard)
 
 
-async def test_a_tenant_moves_to_a_node_of_its_own_while_it_writes(
+async def test_a_small_tenant_moves_in_block_writes_mode_while_it_writes(
     citus_cluster: local.Cluster, citus_client: httpx.AsyncClient, citus_a: Tenant
 ) -> None:
     before = [await store(citus_client, citus_a, f"Ana's note {i} before the move") for i in range(5)]
@@ -43,7 +47,7 @@ async def test_a_tenant_moves_to_a_node_of_its_own_while_it_writes(
 
     def isolate() -> placement.Placement:
         with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
-            return placement.isolate_tenant(conn, str(citus_a.id), target)
+            return placement.isolate_tenant(conn, str(citus_a.id), target, mode="block_writes")
 
     writer = asyncio.create_task(keep_writing())
     await asyncio.sleep(0.2)
@@ -116,6 +120,7 @@ class Answer:
     started: float
     took: float
     memory: str | None
+    problem: str | None = None
 
 
 async def move_under_load(
@@ -141,10 +146,12 @@ async def move_under_load(
                 body = {"content": f"{tenant.name} note {i} during the move"}
                 r = await client.post(MEMORIES, json=body, headers=tenant.headers)
                 memory = r.json().get("id") if r.status_code == 201 else None
-                answers.append(Answer(tenant, "store", r.status_code, started, time.monotonic() - started, memory))
+                took = time.monotonic() - started
+                answers.append(Answer(tenant, "store", r.status_code, started, took, memory, _problem(r)))
             else:
                 r = await client.post(SEARCH, json={"query": "who keeps the logbook?"}, headers=tenant.headers)
-                answers.append(Answer(tenant, "search", r.status_code, started, time.monotonic() - started, None))
+                took = time.monotonic() - started
+                answers.append(Answer(tenant, "search", r.status_code, started, took, None, _problem(r)))
             i += 1
 
     def move() -> placement.Placement:
@@ -163,14 +170,14 @@ async def move_under_load(
     return done, took, during, big, neighbour, source
 
 
-def longest_write(answers: list[Answer]) -> float:
-    return max(a.took for a in answers if a.kind == "store")
+def _problem(r: httpx.Response) -> str | None:
+    return None if r.is_success else r.text
 
 
 async def test_a_large_tenant_moves_while_it_and_its_neighbour_keep_working(
     citus_cluster: local.Cluster, citus_client: httpx.AsyncClient, citus_api: NamespaceAPI
 ) -> None:
-    size = int(os.environ.get("MEMVAULT_TEST_MOVE_SIZE", "4000"))
+    size = int(os.environ.get("MEMVAULT_TEST_MOVE_SIZE", "8000"))
     done, took, during, big, neighbour, source = await move_under_load(
         citus_cluster, citus_client, citus_api, "logical", size
     )
@@ -180,7 +187,7 @@ async def test_a_large_tenant_moves_while_it_and_its_neighbour_keep_working(
         f"writes p50 {statistics.median(writes) * 1000:.0f} ms, longest {writes[-1] * 1000:.0f} ms; "
         f"load {os.getloadavg()[0]:.2f}"
     )
-    assert [a.status for a in during if a.status >= 300] == [], [a for a in during if a.status >= 300]
+    assert [a.problem for a in during if a.problem] == []
     assert {a.tenant.id for a in during} == {big.id, neighbour.id}
     assert len(writes) >= 10, "the writes did not overlap the move"
     # The tenant isolated on the target, the neighbour back where it was.
@@ -189,12 +196,76 @@ async def test_a_large_tenant_moves_while_it_and_its_neighbour_keep_working(
     with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
         assert repository.shard_is_isolated(conn, shard)
     assert where_is(citus_cluster, neighbour)[1] == source
-    # A write waited at most for the final catch-up, not for the copy (block_writes makes the
-    # tenant's writes wait for all of it: docs/scaling.md has both figures).
-    assert writes[-1] < min(2.0, took / 3), (writes[-1], took)
+    # A write waited at most for the final catch-up, not for the copy: with block_writes the
+    # same move made a write wait 9-14 s and failed one (docs/scaling.md has both figures).
+    assert writes[-1] < 3.0, (writes[-1], took)
     for a in during:
         if a.memory is not None:
             assert (await get(citus_client, a.tenant, a.memory)).status_code == 200
     with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
         (count,) = conn.execute("SELECT count(*) FROM memories WHERE tenant_id = %s", (str(big.id),)).fetchone()
     assert count >= size + 1
+
+
+UPSERT = """
+INSERT INTO usage_hourly (tenant_id, hour, door, operation, requests)
+VALUES (%s, date_trunc('hour', now(), 'UTC'), 'rest', 'store', 1)
+ON CONFLICT ON CONSTRAINT pk_usage_hourly DO UPDATE SET requests = usage_hourly.requests + 1
+"""
+
+
+async def test_the_logical_split_returns_while_rows_of_its_shard_are_updated(
+    citus_cluster: local.Cluster, citus_api: NamespaceAPI
+) -> None:
+    """Citus' own logical isolate (every child on the source node) stalls for good when an UPDATE
+    lands between its replication slot and its children's keys (placement's note); the metering
+    flush's upsert is such an UPDATE every 2 s. Here the upsert runs every few ms, on the tenant
+    and on a tenant sharing its shard, for the whole split: it must return."""
+    tenant = await make_tenant(citus_api, "u")
+    with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
+        shard = repository.tenant_shard(conn, str(tenant.id))
+        while True:
+            other = str(uuid.uuid4())
+            if repository.tenant_shard(conn, other) == shard:
+                conn.execute("INSERT INTO tenants (id, name) VALUES (%s, %s)", (other, f"u-{other[:10]}"))
+                break
+        for t in (str(tenant.id), other):
+            conn.execute(UPSERT, (t,))
+    stop = threading.Event()
+    upserts = 0
+
+    def keep_upserting() -> None:
+        nonlocal upserts
+        with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
+            while not stop.is_set():
+                for t in (str(tenant.id), other):
+                    conn.execute(UPSERT, (t,))
+                upserts += 1
+                time.sleep(0.005)
+
+    def isolate() -> placement.Placement:
+        with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
+            pid = conn.info.backend_pid
+
+            def cancel_if_stalled() -> None:
+                if not stop.wait(90):
+                    with psycopg.connect(citus_cluster.uri(), autocommit=True) as other_conn:
+                        other_conn.execute("SELECT pg_cancel_backend(%s::int)", (pid,))
+
+            threading.Thread(target=cancel_if_stalled, daemon=True).start()
+            return placement.isolate_tenant(conn, str(tenant.id), mode="logical")
+
+    upserter = threading.Thread(target=keep_upserting)
+    upserter.start()
+    try:
+        done = await asyncio.to_thread(isolate)
+    finally:
+        stop.set()
+        upserter.join()
+    assert done.isolated and upserts > 10
+    with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
+        assert repository.shard_is_isolated(conn, repository.tenant_shard(conn, str(tenant.id)))
+        (requests,) = conn.execute(
+            "SELECT sum(requests) FROM usage_hourly WHERE tenant_id = %s", (str(tenant.id),)
+        ).fetchone()
+    assert requests == upserts + 1, "an upsert made during the split was lost"
