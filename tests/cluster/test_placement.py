@@ -197,8 +197,8 @@ async def test_a_large_tenant_moves_while_it_and_its_neighbour_keep_working(
         assert repository.shard_is_isolated(conn, shard)
     assert where_is(citus_cluster, neighbour)[1] == source
     # A write waited at most for the final catch-up, not for the copy: with block_writes the
-    # same move made a write wait 9-14 s and failed one (docs/scaling.md has both figures).
-    assert writes[-1] < 3.0, (writes[-1], took)
+    # same move made a write wait 3.7-6.4 s and failed one (docs/scaling.md has both figures).
+    assert writes[-1] < 2.5, (writes[-1], took)
     for a in during:
         if a.memory is not None:
             assert (await get(citus_client, a.tenant, a.memory)).status_code == 200
@@ -265,7 +265,10 @@ async def test_the_logical_split_returns_while_rows_of_its_shard_are_updated(
     assert done.isolated and upserts > 10
     with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:
         assert repository.shard_is_isolated(conn, repository.tenant_shard(conn, str(tenant.id)))
-        (requests,) = conn.execute(
-            "SELECT sum(requests) FROM usage_hourly WHERE tenant_id = %s", (str(tenant.id),)
-        ).fetchone()
-    assert requests == upserts + 1, "an upsert made during the split was lost"
+        counted = conn.execute(
+            "SELECT sum(requests) FROM usage_hourly WHERE tenant_id = ANY(%s::uuid[]) GROUP BY tenant_id",
+            ([str(tenant.id), other],),
+        ).fetchall()
+    # Each tenant's row counted every upsert: none was lost in a switch of shards (the tenant's
+    # split, the neighbour's move back).
+    assert [int(n) for (n,) in counted] == [upserts + 1] * 2, (counted, upserts)
