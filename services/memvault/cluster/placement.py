@@ -5,7 +5,8 @@ Citus does the work, in one of two modes:
 
 - ``logical`` (the default): Citus' non-blocking transfers (logical replication). The tenant's
   writes, and those of the tenants sharing its shard, go on while the rows are copied; they wait
-  only for the final catch-up, well under a second. Needs ``wal_level = logical`` on the workers.
+  only for each transfer's final catch-up (under a second here, against several seconds for a
+  copy of 8,000 memories in ``block_writes``). Needs ``wal_level = logical`` on the workers.
 - ``block_writes``: writes to the shards being copied wait until the copy (and the new shards'
   indexes) are done; reads go on. For clusters without logical WAL.
 
@@ -68,20 +69,19 @@ def isolate_tenant(
         raise PlacementError(f"{to[0]}:{to[1]} is not an active worker of this cluster")
     shard = repository.tenant_shard(conn, tenant_id)
     where = before = repository.placement(conn, shard)
-    if mode == "logical":
+    already = repository.shard_is_isolated(conn, shard)
+    if mode == "logical" and (not already or (to is not None and where != to)):
         _require_logical_wal(conn)
-    isolated = False
-    if not repository.shard_is_isolated(conn, shard):
+    if not already:
         if mode == "logical":
             shard, where = _split_logical(conn, tenant_id, shard, where, to or where)
         else:
             shard = repository.isolate(conn, tenant_id)
-        isolated = True
     if to is not None and where != to:
         transfer = "force_logical" if mode == "logical" else "block_writes"
         repository.move(conn, shard, where, to, transfer)
         where = to
-    return Placement(tenant_id, shard, where[0], where[1], isolated, moved=where != before)
+    return Placement(tenant_id, shard, where[0], where[1], isolated=not already, moved=where != before)
 
 
 def _split_logical(
