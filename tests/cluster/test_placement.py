@@ -75,6 +75,7 @@ async def test_the_command_again_leaves_it_where_it_is(
     assert main(args) == 0
     first = where_is(citus_cluster, citus_b)
     assert main(args) == 0
+    assert main([*args, "--mode", "block_writes"]) == 0
     assert where_is(citus_cluster, citus_b) == first
     assert main([*args[:3], "no-such-tenant", *args[4:]]) == 1
 
