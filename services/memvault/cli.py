@@ -517,7 +517,7 @@ def _isolate_tenant(args: argparse.Namespace) -> int:
         to = (host, int(port))
     try:
         with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
-            done = placement.isolate_tenant(conn, args.tenant, to)
+            done = placement.isolate_tenant(conn, args.tenant, to, mode=args.mode)
     except placement.PlacementError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -681,7 +681,18 @@ def build_parser() -> argparse.ArgumentParser:
         "isolate-tenant", help="put one tenant on shards of its own, optionally on a given node (any Citus cluster)"
     )
     iso.add_argument("--tenant", required=True, help="the tenant's name or id")
-    iso.add_argument("--to", metavar="HOST:PORT", help="the worker to move it to (default: where it is)")
+    iso.add_argument(
+        "--to",
+        metavar="HOST:PORT",
+        help="the worker to move it to (default: where it is with block_writes, another worker with logical)",
+    )
+    iso.add_argument(
+        "--mode",
+        choices=("logical", "block_writes"),
+        default="logical",
+        help="logical (default): writes go on during the copy, needs wal_level=logical on the workers; "
+        "block_writes: the tenant's shard takes no writes until its copy is done",
+    )
     iso.add_argument("--data-dir", type=Path, help="a local cluster's folder (default: MEMVAULT_DATABASE_URL's)")
     cluster.set_defaults(func=cmd_cluster)
     return parser

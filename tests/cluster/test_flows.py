@@ -295,3 +295,35 @@ class TestRouting:
                 plan = "\n".join(line for (line,) in cur.fetchall())
                 tasks = re.findall(r"Task Count: (\d+)", plan)
                 assert tasks and set(tasks) == {"1"}, plan[:2000]
+
+    async def test_a_read_by_id_is_one_task_per_statement(
+        self, citus_api: NamespaceAPI, citus_client: httpx.AsyncClient, citus_cluster: local.Cluster, citus_a: Tenant
+    ) -> None:
+        # GET /memories/{id} for the tenant's own memory (one UPDATE ... RETURNING reads and counts
+        # it, naming the tenant alone) and for one it does not hold (then a second statement asks
+        # the system tenant's shard for a shared memory): every statement the app sends, planned
+        # again under EXPLAIN, is one task on one worker; a read by id never spans two shards.
+        mine = await store(citus_client, citus_a, "Ana keeps the harbour logbook")
+        sent: list[tuple[str, object]] = []
+
+        def capture(_c: object, _cur: object, statement: str, params: object, _ctx: object, _many: bool) -> None:
+            if statement.lstrip().upper().startswith(("WITH", "SELECT", "UPDATE")) and "pg_" not in statement:
+                sent.append((statement, params))
+
+        engine = citus_api._db.app_engine.sync_engine
+        event.listen(engine, "before_cursor_execute", capture)
+        try:
+            assert (await get(citus_client, citus_a, mine["id"])).status_code == 200
+            assert (await get(citus_client, citus_a, str(uuid.uuid4()))).status_code == 404
+        finally:
+            event.remove(engine, "before_cursor_execute", capture)
+        reads = [(s, p) for s, p in sent if "memories" in s]
+        assert len(reads) >= 3, [s for s, _ in sent]
+        with psycopg.connect(citus_cluster.coordinator.uri("memvault_app")) as conn:
+            conn.execute(f"SET LOCAL app.tenant_id = '{citus_a.id}'")
+            cur = psycopg.ClientCursor(conn)
+            for statement, params in sent:
+                cur.execute("EXPLAIN " + statement, params)  # type: ignore[arg-type]
+                plan = "\n".join(line for (line,) in cur.fetchall())
+                tasks = re.findall(r"Task Count: (\d+)", plan)
+                assert set(tasks) <= {"1"} and (tasks or "memories" not in statement), plan[:2000]

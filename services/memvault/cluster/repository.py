@@ -54,7 +54,8 @@ def shard_is_isolated(conn: psycopg.Connection, shard: int) -> bool:
 
 
 def isolate(conn: psycopg.Connection, tenant: str) -> int:
-    """Split ``tenant`` out of its shard group into shards of its own; the new shard's id."""
+    """Split ``tenant`` out of its shard group into shards of its own, in ``block_writes`` mode
+    (every child on the source node); the new shard's id."""
     row = conn.execute(
         "SELECT isolate_tenant_to_new_shard('namespaces', %s::uuid, 'CASCADE', shard_transfer_mode => 'block_writes')",
         (tenant,),
@@ -63,15 +64,75 @@ def isolate(conn: psycopg.Connection, tenant: str) -> int:
     return int(row[0])
 
 
+def shard_range(conn: psycopg.Connection, shard: int) -> tuple[int, int]:
+    """The hash range ``shard`` covers (both ends included)."""
+    row = conn.execute("SELECT shardminvalue, shardmaxvalue FROM pg_dist_shard WHERE shardid = %s", (shard,)).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+def tenant_hash(conn: psycopg.Connection, tenant: str) -> int:
+    """The hash Citus places ``tenant`` by (that of the distribution column's type)."""
+    row = conn.execute("SELECT worker_hash(%s::uuid)", (tenant,)).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def node_id(conn: psycopg.Connection, host: str, port: int) -> int | None:
+    row = conn.execute(
+        "SELECT nodeid FROM pg_dist_node WHERE nodename = %s AND nodeport = %s AND isactive AND noderole = 'primary'",
+        (host, port),
+    ).fetchone()
+    return None if row is None else int(row[0])
+
+
+def workers(conn: psycopg.Connection) -> list[tuple[str, int]]:
+    """The active primary nodes that may hold shards, by port."""
+    rows = conn.execute(
+        "SELECT nodename, nodeport FROM pg_dist_node"
+        " WHERE isactive AND noderole = 'primary' AND shouldhaveshards ORDER BY nodeport"
+    ).fetchall()
+    return [(str(h), int(p)) for h, p in rows]
+
+
+def wal_levels(conn: psycopg.Connection) -> dict[tuple[str, int], str]:
+    """Each worker's ``wal_level`` (logical transfers need ``logical`` on the source)."""
+    rows = conn.execute("SELECT nodename, nodeport, result FROM run_command_on_workers('SHOW wal_level')").fetchall()
+    return {(str(h), int(p)): str(r) for h, p, r in rows}
+
+
+def split(conn: psycopg.Connection, shard: int, points: list[int], nodes: list[int]) -> None:
+    """Split ``shard`` and its co-located shards at ``points`` (each the last hash of a child),
+    child ``i`` onto node ``nodes[i]``, in logical mode: writes go on during the copy and wait
+    only for the final catch-up."""
+    conn.execute(
+        "SELECT citus_split_shard_by_split_points(%s, %s::text[], %s::int[], shard_transfer_mode => 'force_logical')",
+        (shard, [str(p) for p in points], nodes),
+    )
+
+
+def shards_within(conn: psycopg.Connection, low: int, high: int) -> list[int]:
+    """The shards of ``namespaces`` inside the hash range [low, high] (one per co-located group)."""
+    rows = conn.execute(
+        "SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'namespaces'::regclass"
+        " AND shardminvalue::int >= %s AND shardmaxvalue::int <= %s ORDER BY shardminvalue::int",
+        (low, high),
+    ).fetchall()
+    return [int(s) for (s,) in rows]
+
+
 def placement(conn: psycopg.Connection, shard: int) -> tuple[str, int]:
     row = conn.execute("SELECT nodename, nodeport FROM citus_shards WHERE shardid = %s LIMIT 1", (shard,)).fetchone()
     assert row is not None
     return str(row[0]), int(row[1])
 
 
-def move(conn: psycopg.Connection, shard: int, source: tuple[str, int], target: tuple[str, int]) -> None:
-    """Move ``shard`` and its co-located shards to ``target``."""
+def move(
+    conn: psycopg.Connection, shard: int, source: tuple[str, int], target: tuple[str, int], mode: str = "block_writes"
+) -> None:
+    """Move ``shard`` and its co-located shards to ``target``; ``mode``: ``block_writes`` or
+    ``force_logical``."""
     conn.execute(
-        "SELECT citus_move_shard_placement(%s, %s, %s, %s, %s, shard_transfer_mode => 'block_writes')",
-        (shard, *source, *target),
+        "SELECT citus_move_shard_placement(%s, %s, %s, %s, %s, shard_transfer_mode => %s::citus.shard_transfer_mode)",
+        (shard, *source, *target, mode),
     )
