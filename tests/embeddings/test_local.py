@@ -192,20 +192,21 @@ class TestOnnxRuntime:
 
     async def test_a_query_vector_matches_the_batch_vector_of_the_same_text(self, embedder: LocalEmbedder) -> None:
         texts = ["Deploys happen on Fridays", "The staging database runs on port 5433", LONG]
-        batch = await embedder.embed(texts)  # torch
-        singles = [(await embedder.embed([t]))[0] for t in texts]  # ONNX Runtime
+        batch = await embedder.embed(texts)  # fair-turn slices, padded to the batch's longest
+        singles = [(await embedder.embed([t]))[0] for t in texts]  # the micro-batcher, each alone
 
         assert np.allclose(batch, singles, atol=1e-5)
 
     async def test_a_query_does_not_wait_behind_a_batch(self, embedder: LocalEmbedder) -> None:
-        """A search's query runs on its own session and tokenizer: an import's batch on torch,
-        seconds long, does not hold it up."""
+        """A search's query runs from its own thread with its own tokenizer: an import's batch,
+        seconds long, does not hold it up, though its slices run on the same ONNX Runtime session
+        (which runs the two at once)."""
         texts = [f"Imported note {i}: the quarterly report mentions shipment {i * 7}" for i in range(400)]
         query = "When is the quarterly report due?"
         alone = (await embedder.embed([query]))[0]
 
         batch = asyncio.create_task(embedder.embed(texts))
-        await asyncio.sleep(0.05)  # the batch holds torch
+        await asyncio.sleep(0.05)  # the batch's slices are running
         single = asyncio.create_task(embedder.embed([query]))
         done, _ = await asyncio.wait({batch, single}, return_when=asyncio.FIRST_COMPLETED)
         vectors = await batch
