@@ -102,7 +102,9 @@ async def near_pairs(
     per memory, exact (the slot read and sorted).
 
     ``use_index`` (for large namespaces) makes each lookup an HNSW index scan: ~1 ms instead of a
-    scan of the namespace, but approximate, and over one graph of every tenant's rows. Where many
+    scan of the namespace, but approximate. A namespace that is most of the table looks cheaper to
+    scan to the planner, and is not: the scan runs once per memory. Small namespaces keep the exact
+    lookup. The index is one graph of every tenant's rows. Where many
     rows hold one same vector (a text stored a thousand times, by one tenant or many: the same
     model gives the same bits), their graph elements fill each other's neighbour lists, and a
     memory inserted near them gets no link in: no scan from the entry point reaches it, however
