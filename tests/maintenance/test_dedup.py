@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 import numpy as np
+from sqlalchemy import text
 
 from memvault.api import NamespaceAPI
 from memvault.embeddings.local import LocalEmbedder
@@ -215,3 +216,55 @@ class TestNearPairsQuery:
         cat = tuple(sorted([ids["The user's cat is called Miso"], ids["The user's cat is named Miso"]]))
         flight = tuple(sorted([ids["Ana's flight is on Monday"], ids["Ana's flight is on Tuesday"]]))
         assert found[False] == found[True] == {cat, flight}
+
+    async def test_the_index_probe_finds_a_pair_that_other_tenants_copies_cut_off_the_graph(
+        self, api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        """Another tenant holds a thousand rows of one same vector (the model gives a text the same
+        bits every time): their HNSW elements fill each other's neighbour lists, and memories stored
+        near them get no link in, so no index scan reaches them, however wide its beam. Dedup on a
+        large namespace (the index probe) must still find their pair."""
+        from memvault.maintenance import repository as repo
+
+        (crowd,) = await store(api, tenant_b, {"content": "Priya's ferry to Hydra leaves on Friday"})
+        async with api._db.owner() as s:
+            columns = (
+                await s.scalars(
+                    text(
+                        "SELECT column_name FROM information_schema.columns WHERE table_name = 'memories'"
+                        " AND is_generated = 'NEVER' AND is_identity = 'NO' AND column_name <> 'id'"
+                    )
+                )
+            ).all()
+            listed = ", ".join(columns)
+            await s.execute(
+                text(
+                    f"INSERT INTO memories (id, {listed}) SELECT gen_random_uuid(), {listed}"
+                    " FROM memories, generate_series(1, 999) WHERE id = :id"
+                ),
+                {"id": crowd.id},
+            )
+        stored = await store(
+            api,
+            tenant_a,
+            {"content": "Priya's ferry to Hydra leaves on Monday"},
+            {"content": "Priya's ferry to Hydra leaves on Tuesday"},
+            {"content": "The user drinks green tea"},
+        )
+        found = {}
+        for use_index in (False, True):
+            async with api._db.tenant_tx(tenant_a.id) as tx:
+                ns = await api._namespace(tx, tenant_a.principal, "default")
+                pairs, _ = await repo.near_pairs(
+                    tx.session,
+                    tenant_a.id,
+                    ns.id,
+                    model_id=api._embedder.model_id,
+                    threshold=0.92,
+                    after=None,
+                    batch=200,
+                    use_index=use_index,
+                )
+            found[use_index] = {(a, b) for a, b, _ in pairs}
+        ferry = tuple(sorted(m.id for m in stored[:2]))
+        assert found[False] == found[True] == {ferry}

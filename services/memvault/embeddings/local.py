@@ -4,15 +4,18 @@ The model is loaded with sentence-transformers (torch) and, with ``runtime="onnx
 default), also exported once to ONNX, which ONNX Runtime runs for every single text: for one
 short query that is 3-4x faster than torch here (docs/benchmarks.md), and a search waits for
 exactly that. Single texts that arrive while the session is busy run together as one batch when
-it is free (embeddings/microbatch.py). Batches stay on torch. The tokenizer and
+it is free (embeddings/microbatch.py). Batches (a batch write, an import) run on the same ONNX
+Runtime session too, in their own fair turns (below): a text there costs about 0.6x the CPU it
+costs on torch (issue 25, docs/benchmarks.md), which matters most when the server's cores are all
+busy. Torch stays for a model the export does not cover. The tokenizer and
 the pooling stay sentence-transformers' own, so both runtimes give the same vectors (cosine
 1.0 to within 1e-6, tests/embeddings). A model whose modules the ONNX path does not cover (only
 a transformer, mean pooling and normalisation are) stays on torch, and says so in the log.
 
-Batches on torch take fair turns at the model (embeddings/turns.py): a call's texts are cut into
-the very batches sentence-transformers' ``encode`` makes (sorted by length, ``batch_size`` each,
-padded to the batch's longest), and each batch runs a slice of rows per turn, every slice padded
-like its whole batch, so the vectors are bit-for-bit those of ``encode`` (tests/embeddings).
+Batches take fair turns at the model (embeddings/turns.py): a call's texts are cut into the very
+batches sentence-transformers' ``encode`` makes (sorted by length, ``batch_size`` each, padded to
+the batch's longest), and each batch runs a slice of rows per turn, every slice padded like its
+whole batch, so the vectors are those of ``encode`` to float32 rounding (tests/embeddings).
 """
 
 from __future__ import annotations
@@ -116,7 +119,9 @@ class _Batch:
     def done(self) -> bool:
         return len(self.vectors) == len(self.texts)
 
-    def step(self, model: Any) -> None:
+    def step(self, model: Any, session: Any = None) -> None:
+        """Run the next slice: on ``session`` (ONNX Runtime, the transformer alone) when given,
+        else on the torch model."""
         import torch
 
         n = len(self.texts)
@@ -138,10 +143,15 @@ class _Batch:
             k: v[start:stop] if isinstance(v, torch.Tensor) and v.ndim > 0 and v.shape[0] == n else v
             for k, v in self._features.items()
         }
-        with torch.inference_mode():
-            out = model(part)["sentence_embedding"]
-            out = torch.nn.functional.normalize(out, p=2, dim=1)
-        self.vectors.extend(out.cpu().numpy().tolist())
+        if session is not None:
+            feeds = {k: v.numpy() for k, v in part.items() if isinstance(v, torch.Tensor)}
+            (hidden,) = session.run(None, feeds)
+            self.vectors.extend(_pooled(hidden, feeds["attention_mask"]).tolist())
+        else:
+            with torch.inference_mode():
+                out = model(part)["sentence_embedding"]
+                out = torch.nn.functional.normalize(out, p=2, dim=1)
+            self.vectors.extend(out.cpu().numpy().tolist())
         if self.done:
             self._features = None
 
@@ -184,18 +194,18 @@ class LocalEmbedder:
         self._runtime: Runtime = runtime
         self._onnx_dir = onnx_dir or default_onnx_dir()
         self._model: Any = None
-        # An ONNX Runtime session for one text at a time (a query), on one thread: at this size
-        # more threads only add hand-offs, and the other core is PostgreSQL's. Batches stay on
-        # torch (a text costs 1.6x the CPU there, but see issue 25's notes before moving them).
+        # The ONNX Runtime session, on one thread: at this size more threads only add hand-offs,
+        # and the other core is PostgreSQL's. Queries (the micro-batcher) and batches (their fair
+        # turns) run on it from their own threads, at once when both have work: a query never
+        # waits for a batch's slice. Torch only where there is no session.
         self._single: Any = None
-        # The session's own input module: queries on ONNX Runtime tokenize beside a batch on torch.
+        # The session's own input module: queries tokenize beside a batch (the model's tokenizer).
         self._query_input: Any = None
         self._load_lock = threading.Lock()
-        # One inference at a time on torch: it already uses every core for a batch, and two
-        # concurrent batches on 2 cores only thrash. Calls take fair turns of at most
-        # ``slice_tokens`` (rows times padded width) each, so no tenant waits behind another's
-        # whole import. Queries on ONNX Runtime are batched on their own instead: a search must
-        # not wait even one slice.
+        # One batch slice at a time: two concurrent batches on 2 cores only thrash. Calls take
+        # fair turns of at most ``slice_tokens`` (rows times padded width) each, so no tenant
+        # waits behind another's whole import. Queries are batched on their own instead: a
+        # search must not wait even one slice.
         self._slice_tokens = slice_tokens
         self._turns = FairTurns()
         self._queries = MicroBatcher(self._encode_counted)
@@ -333,7 +343,7 @@ class LocalEmbedder:
         for positions in _batches(self._model, texts, self._batch_size):
             batch = _Batch([texts[i] for i in positions], self._slice_tokens)
             while not batch.done:
-                await self._turns.run(owner, batch.step, self._model)
+                await self._turns.run(owner, batch.step, self._model, self._single)
             for i, vector in zip(positions, batch.vectors, strict=True):
                 vectors[i] = vector
             count(tokens_embedded=batch.tokens)

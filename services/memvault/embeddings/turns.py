@@ -1,10 +1,10 @@
 """Fair turns at the one embedding model: tenants take turns, and so do the calls of one tenant.
 
-The model runs one piece of work at a time (a batch on torch already uses every core; two at once
-only thrash). A caller cuts its work into short slices and asks for a turn per slice. A turn goes
-round-robin across tenants, and within a tenant across its calls, so a 1,000-text import holds the
-model for one slice at a time and another tenant's two texts wait for at most one slice, not for
-the whole import.
+The model runs one batch slice at a time (on 2 cores, two batches at once only thrash; search
+queries run beside it on their own, embeddings/microbatch.py). A caller cuts its work into short
+slices and asks for a turn per slice. A turn goes round-robin across tenants, and within a tenant
+across its calls, so a 1,000-text import holds the model for one slice at a time and another
+tenant's two texts wait for at most one slice, not for the whole import.
 """
 
 from __future__ import annotations

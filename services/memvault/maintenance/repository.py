@@ -57,6 +57,34 @@ async def exact_groups(s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid
     return [list(ids) for (ids,) in rows.all()]
 
 
+def _near_sql(*, exact: bool, named: bool) -> str:
+    """The near-pairs statement: a lateral nearest-neighbour lookup per memory of the batch (the
+    next ``:batch`` live ones by id after ``:after``, or, ``named``, those in ``:ids``).
+
+    ``exact`` orders by similarity, an order no HNSW index serves, so the plan reads the memory's
+    slot and sorts it whatever the transaction's settings or a cached plan would prefer. The index
+    probe orders by distance (the HNSW scan) and asks for the memory itself too: a probe that does
+    not find it has not reached its part of the graph (see near_pairs)."""
+    pick = "m.id = ANY(:ids)" if named else "(CAST(:after AS uuid) IS NULL OR m.id > CAST(:after AS uuid))"
+    nearest = "AND b.id <> m.id ORDER BY sim DESC" if exact else "ORDER BY b.embedding <=> m.embedding"
+    return f"""
+        WITH a AS (
+            SELECT m.* FROM memories m
+            WHERE m.tenant_id = :t AND m.namespace_id = :n AND {LIVE}
+              AND m.embedding_model = :model AND m.embedding IS NOT NULL AND {pick}
+            ORDER BY m.id LIMIT :batch
+        )
+        SELECT m.id, nb.id, nb.sim FROM a m
+        LEFT JOIN LATERAL (
+            SELECT b.id, 1 - (b.embedding <=> m.embedding) AS sim FROM memories b
+            WHERE b.tenant_id = :t AND b.namespace_id = :n
+              AND b.superseded_at IS NULL AND b.state <> 'archived'
+              AND b.embedding_model = :model AND {SAME_SLOT}
+              {nearest} LIMIT :k
+        ) nb ON true
+    """
+
+
 async def near_pairs(
     s: AsyncSession,
     tenant_id: uuid.UUID,
@@ -70,14 +98,23 @@ async def near_pairs(
     neighbours: int = 5,
 ) -> tuple[list[tuple[uuid.UUID, uuid.UUID, float]], uuid.UUID | None]:
     """For the next ``batch`` live memories by id, their nearest live neighbours in the same slot
-    with cosine >= threshold (each pair once). One statement: a lateral HNSW probe per memory.
+    with cosine >= threshold (each pair once). One statement: a lateral nearest-neighbour lookup
+    per memory, exact (the slot read and sorted).
 
-    ``use_index`` (for large namespaces) makes each probe an HNSW index scan: ~1 ms instead of a
-    scan of the namespace, but approximate. A namespace that is most of the table looks cheaper
-    to scan to the planner, and is not: the scan runs once per memory. Small namespaces keep the
-    planner's exact plan.
+    ``use_index`` (for large namespaces) makes each lookup an HNSW index scan: ~1 ms instead of a
+    scan of the namespace, but approximate. A namespace that is most of the table looks cheaper to
+    scan to the planner, and is not: the scan runs once per memory. Small namespaces keep the exact
+    lookup. The index is one graph of every tenant's rows. Where many
+    rows hold one same vector (a text stored a thousand times, by one tenant or many: the same
+    model gives the same bits), their graph elements fill each other's neighbour lists, and a
+    memory inserted near them gets no link in: no scan from the entry point reaches it, however
+    wide its beam (pgvector prunes the new link from a list of exact copies). A probe that does not
+    find its own memory has met such an island, and one that finds fewer neighbours than asked ran
+    out of graph or of ``hnsw.max_scan_tuples`` first (or its slot is that small): those memories
+    are looked up again exactly, in a second statement (issue 25, docs/benchmarks-journal.md).
 
     Returns the pairs and the last id looked at (None when the namespace is done)."""
+    params: dict[str, Any] = {"t": tenant_id, "n": namespace_id, "model": model_id, "after": after, "batch": batch}
     if use_index:
         # A near-duplicate is by definition among the very nearest: a small beam finds it.
         # Nor may it read the namespace by another index and sort it: only HNSW gives the order.
@@ -89,34 +126,22 @@ async def near_pairs(
                 "hnsw.iterative_scan": "relaxed_order",
             },
         )
-    rows = (
-        await s.execute(
-            text(
-                f"""
-                WITH a AS (
-                    SELECT m.* FROM memories m
-                    WHERE m.tenant_id = :t AND m.namespace_id = :n AND {LIVE}
-                      AND m.embedding_model = :model AND m.embedding IS NOT NULL
-                      AND (CAST(:after AS uuid) IS NULL OR m.id > CAST(:after AS uuid))
-                    ORDER BY m.id LIMIT :batch
-                )
-                SELECT m.id, nb.id, 1 - nb.dist FROM a m
-                LEFT JOIN LATERAL (
-                    SELECT b.id, b.embedding <=> m.embedding AS dist FROM memories b
-                    WHERE b.tenant_id = :t AND b.namespace_id = :n
-                      AND b.superseded_at IS NULL AND b.state <> 'archived'
-                      AND b.embedding_model = :model AND b.id <> m.id AND {SAME_SLOT}
-                    ORDER BY b.embedding <=> m.embedding LIMIT :k
-                ) nb ON true
-                """
-            ),
-            {"t": tenant_id, "n": namespace_id, "model": model_id, "after": after, "batch": batch, "k": neighbours},
-        )
-    ).all()
+    probe = _near_sql(exact=not use_index, named=False)
+    # The index probe asks for one more: the memory itself.
+    rows = (await s.execute(text(probe), {**params, "k": neighbours + 1 if use_index else neighbours})).all()
     if not rows:
         return [], None
     # PostgreSQL orders uuids bytewise, as Python's UUID does: the keyset carries over.
     last = max(a for a, _, _ in rows)
+    if use_index:
+        found: dict[uuid.UUID, list[uuid.UUID | None]] = {}
+        for a, b, _ in rows:
+            found.setdefault(a, []).append(b)
+        again = {a for a, near in found.items() if a not in near or len(near) <= neighbours}
+        rows = [r for r in rows if r[0] != r[1] and r[0] not in again]
+        if again:
+            exact = _near_sql(exact=True, named=True)
+            rows += (await s.execute(text(exact), {**params, "ids": sorted(again), "k": neighbours})).all()
     pairs: dict[tuple[uuid.UUID, uuid.UUID], float] = {}
     for a, b, sim in rows:
         if b is not None and sim is not None and sim >= threshold:
