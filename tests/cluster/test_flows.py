@@ -43,6 +43,22 @@ async def search(client: httpx.AsyncClient, tenant: Tenant, query: str, limit: i
     return [hit["memory"]["content"] for hit in r.json()["results"]]
 
 
+def task_counts(
+    cluster: local.Cluster, tenant: uuid.UUID, sent: list[tuple[str, object]]
+) -> list[tuple[str, str, list[str]]]:
+    """Each statement the app sent, planned again under EXPLAIN as the app role with ``tenant``
+    set: (the statement, its plan, the Task Count of each distributed scan in it)."""
+    out = []
+    with psycopg.connect(cluster.coordinator.uri("memvault_app")) as conn:
+        conn.execute(f"SET LOCAL app.tenant_id = '{tenant}'")
+        cur = psycopg.ClientCursor(conn)
+        for statement, params in sent:
+            cur.execute("EXPLAIN " + statement, params)  # type: ignore[arg-type]
+            plan = "\n".join(line for (line,) in cur.fetchall())
+            out.append((statement, plan, re.findall(r"Task Count: (\d+)", plan)))
+    return out
+
+
 class TestSchema:
     def test_tenant_tables_are_distributed_and_co_located(
         self, citus_cluster: local.Cluster, citus_urls: object
@@ -286,15 +302,8 @@ class TestRouting:
         finally:
             event.remove(engine, "before_cursor_execute", capture)
         assert ran == 96 and len(sent) >= ran, (ran, len(sent))
-        tenant = uuid.uuid4()
-        with psycopg.connect(citus_cluster.coordinator.uri("memvault_app")) as conn:
-            conn.execute(f"SET LOCAL app.tenant_id = '{tenant}'")
-            cur = psycopg.ClientCursor(conn)
-            for statement, params in sent:
-                cur.execute("EXPLAIN " + statement, params)  # type: ignore[arg-type]
-                plan = "\n".join(line for (line,) in cur.fetchall())
-                tasks = re.findall(r"Task Count: (\d+)", plan)
-                assert tasks and set(tasks) == {"1"}, plan[:2000]
+        for _, plan, tasks in task_counts(citus_cluster, uuid.uuid4(), sent):
+            assert tasks and set(tasks) == {"1"}, plan[:2000]
 
     async def test_a_read_by_id_is_one_task_per_statement(
         self, citus_api: NamespaceAPI, citus_client: httpx.AsyncClient, citus_cluster: local.Cluster, citus_a: Tenant
@@ -319,11 +328,5 @@ class TestRouting:
             event.remove(engine, "before_cursor_execute", capture)
         reads = [(s, p) for s, p in sent if "memories" in s]
         assert len(reads) >= 3, [s for s, _ in sent]
-        with psycopg.connect(citus_cluster.coordinator.uri("memvault_app")) as conn:
-            conn.execute(f"SET LOCAL app.tenant_id = '{citus_a.id}'")
-            cur = psycopg.ClientCursor(conn)
-            for statement, params in sent:
-                cur.execute("EXPLAIN " + statement, params)  # type: ignore[arg-type]
-                plan = "\n".join(line for (line,) in cur.fetchall())
-                tasks = re.findall(r"Task Count: (\d+)", plan)
-                assert set(tasks) <= {"1"} and (tasks or "memories" not in statement), plan[:2000]
+        for statement, plan, tasks in task_counts(citus_cluster, citus_a.id, sent):
+            assert set(tasks) <= {"1"} and (tasks or "memories" not in statement), plan[:2000]

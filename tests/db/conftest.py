@@ -40,3 +40,24 @@ async def scalar(conn: psycopg.AsyncConnection, sql: str, params: tuple[Any, ...
 
 async def set_tenant(conn: psycopg.AsyncConnection, tenant: Tenant) -> None:
     await conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant.id),))
+
+
+async def clone_memory(api: Any, memory_id: Any, copies: int, *, older: bool = False) -> None:
+    """``copies`` more rows of a stored memory, written as the owner: many rows fast where their
+    embedding (the same one) is not what a test measures. ``older``: each copy a second older than
+    the last, so a newest-first list puts them after the original."""
+    from sqlalchemy import text
+
+    from memvault.memories.models import Memory
+
+    columns = [c.name for c in Memory.__table__.columns if c.computed is None and c.name != "id"]
+    made = {"created_at": "m.created_at - make_interval(secs => g)"} if older else {}
+    async with api._db.owner() as s:
+        await s.execute(
+            text(
+                f"INSERT INTO memories (id, {', '.join(columns)}) "
+                f"SELECT gen_random_uuid(), {', '.join(made.get(c, f'm.{c}') for c in columns)} "
+                "FROM memories m, generate_series(1, :copies) g WHERE m.id = :id"
+            ),
+            {"id": memory_id, "copies": copies},
+        )

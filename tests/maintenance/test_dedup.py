@@ -4,14 +4,15 @@ provenance; different facts that embed close together are all kept."""
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import numpy as np
-from sqlalchemy import text
 
 from memvault.api import NamespaceAPI
 from memvault.embeddings.local import LocalEmbedder
 from memvault.maintenance.schemas import OrganizeIn, Step
 from tests.conftest import Tenant
+from tests.db.conftest import clone_memory
 from tests.jobs.helpers import all_memories
 from tests.maintenance.helpers import organize, set_fields, store
 
@@ -183,9 +184,33 @@ class TestNear:
         assert (await api.get_memory(tenant_a.principal, "default", a.id)).superseded_at is None
 
 
+async def near_pairs_both_ways(api: NamespaceAPI, tenant: Tenant) -> tuple[dict[bool, set[Any]], set[Any]]:
+    """The near pairs of the tenant's default namespace found by the exact plan (False) and the
+    index probe (True), and the last ids each reported."""
+    from memvault.maintenance import repository as repo
+
+    found: dict[bool, set[Any]] = {}
+    lasts = set()
+    for use_index in (False, True):
+        async with api._db.tenant_tx(tenant.id) as tx:
+            ns = await api._namespace(tx, tenant.principal, "default")
+            pairs, last = await repo.near_pairs(
+                tx.session,
+                tenant.id,
+                ns.id,
+                model_id=api._embedder.model_id,
+                threshold=0.92,
+                after=None,
+                batch=200,
+                use_index=use_index,
+            )
+        found[use_index] = {(a, b) for a, b, _ in pairs}
+        lasts.add(last)
+    return found, lasts
+
+
 class TestNearPairsQuery:
     async def test_index_probe_finds_what_the_exact_plan_finds(self, api: NamespaceAPI, tenant_a: Tenant) -> None:
-        from memvault.maintenance import repository as repo
 
         stored = await store(
             api,
@@ -196,22 +221,8 @@ class TestNearPairsQuery:
             {"content": "Ana's flight is on Tuesday"},
             {"content": "The user drinks green tea"},
         )
-        found = {}
-        for use_index in (False, True):
-            async with api._db.tenant_tx(tenant_a.id) as tx:
-                ns = await api._namespace(tx, tenant_a.principal, "default")
-                pairs, last = await repo.near_pairs(
-                    tx.session,
-                    tenant_a.id,
-                    ns.id,
-                    model_id=api._embedder.model_id,
-                    threshold=0.92,
-                    after=None,
-                    batch=200,
-                    use_index=use_index,
-                )
-            assert last == max(m.id for m in stored)
-            found[use_index] = {(a, b) for a, b, _ in pairs}
+        found, lasts = await near_pairs_both_ways(api, tenant_a)
+        assert lasts == {max(m.id for m in stored)}
         ids = {m.content: m.id for m in stored}
         cat = tuple(sorted([ids["The user's cat is called Miso"], ids["The user's cat is named Miso"]]))
         flight = tuple(sorted([ids["Ana's flight is on Monday"], ids["Ana's flight is on Tuesday"]]))
@@ -224,26 +235,9 @@ class TestNearPairsQuery:
         bits every time): their HNSW elements fill each other's neighbour lists, and memories stored
         near them get no link in, so no index scan reaches them, however wide its beam. Dedup on a
         large namespace (the index probe) must still find their pair."""
-        from memvault.maintenance import repository as repo
 
         (crowd,) = await store(api, tenant_b, {"content": "Priya's ferry to Hydra leaves on Friday"})
-        async with api._db.owner() as s:
-            columns = (
-                await s.scalars(
-                    text(
-                        "SELECT column_name FROM information_schema.columns WHERE table_name = 'memories'"
-                        " AND is_generated = 'NEVER' AND is_identity = 'NO' AND column_name <> 'id'"
-                    )
-                )
-            ).all()
-            listed = ", ".join(columns)
-            await s.execute(
-                text(
-                    f"INSERT INTO memories (id, {listed}) SELECT gen_random_uuid(), {listed}"
-                    " FROM memories, generate_series(1, 999) WHERE id = :id"
-                ),
-                {"id": crowd.id},
-            )
+        await clone_memory(api, crowd.id, 999)
         stored = await store(
             api,
             tenant_a,
@@ -251,20 +245,6 @@ class TestNearPairsQuery:
             {"content": "Priya's ferry to Hydra leaves on Tuesday"},
             {"content": "The user drinks green tea"},
         )
-        found = {}
-        for use_index in (False, True):
-            async with api._db.tenant_tx(tenant_a.id) as tx:
-                ns = await api._namespace(tx, tenant_a.principal, "default")
-                pairs, _ = await repo.near_pairs(
-                    tx.session,
-                    tenant_a.id,
-                    ns.id,
-                    model_id=api._embedder.model_id,
-                    threshold=0.92,
-                    after=None,
-                    batch=200,
-                    use_index=use_index,
-                )
-            found[use_index] = {(a, b) for a, b, _ in pairs}
+        found, _ = await near_pairs_both_ways(api, tenant_a)
         ferry = tuple(sorted(m.id for m in stored[:2]))
         assert found[False] == found[True] == {ferry}

@@ -9,9 +9,9 @@ from typing import Any
 from sqlalchemy import event, text
 
 from memvault.api import NamespaceAPI
-from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryIn
 from tests.conftest import Tenant
+from tests.db.conftest import clone_memory
 
 
 def scans_of(plan: dict[str, Any], relation: str) -> list[dict[str, Any]]:
@@ -23,17 +23,8 @@ def scans_of(plan: dict[str, Any], relation: str) -> list[dict[str, Any]]:
 
 async def test_a_page_reads_no_more_rows_than_it_shows(api: NamespaceAPI, tenant_a: Tenant) -> None:
     first = await api.store(tenant_a.principal, "default", MemoryIn(content="The zorblax was fed at dawn."))
-    columns = [c.name for c in Memory.__table__.columns if c.computed is None]
-    copied = {"id": "gen_random_uuid()", "created_at": "m.created_at - make_interval(secs => g)"}
-    async with api._db.owner() as s:  # 400 older copies (no embedding of their own is needed here)
-        await s.execute(
-            text(
-                f"INSERT INTO memories ({', '.join(columns)}) "
-                f"SELECT {', '.join(copied.get(c, f'm.{c}') for c in columns)} "
-                "FROM memories m, generate_series(1, 400) g WHERE m.id = :id"
-            ),
-            {"id": first.id},
-        )
+    await clone_memory(api, first.id, 400, older=True)  # no embedding of their own is needed here
+    async with api._db.owner() as s:
         await s.execute(text("ANALYZE memories"))
     sent: list[tuple[str, Any]] = []
 

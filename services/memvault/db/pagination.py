@@ -62,23 +62,13 @@ async def newest_first_of(
     whose conditions OR the branches together can follow no one index in that order, and sorts
     every row it matches to return the first page."""
     at_col, id_col = entity.created_at, entity.id
-    after: list[Any] = []
-    if cursor:
-        at, row_id = decode_cursor(cursor)
-        after.append(tuple_(at_col, id_col) < tuple_(at, row_id))
+    if len(branches) == 1:
+        return await newest_first(s, select(entity).where(*branches[0]), at_col, id_col, limit=limit, cursor=cursor)
+    after = [tuple_(at_col, id_col) < tuple_(*decode_cursor(cursor))] if cursor else []
     parts = [
         select(entity).where(*conds, *after).order_by(at_col.desc(), id_col.desc()).limit(limit + 1)
         for conds in branches
     ]
-    if len(parts) == 1:
-        stmt: Select[Any] = parts[0]
-    else:
-        merged = aliased(entity, union_all(*parts).subquery("branches"))
-        stmt = select(merged).order_by(merged.created_at.desc(), merged.id.desc()).limit(limit + 1)
-    rows = list((await s.scalars(stmt)).all())
-    more = len(rows) > limit
-    rows = rows[:limit]
-    if not (more and rows):
-        return rows, None
-    last = rows[-1]
-    return rows, encode_cursor(last.created_at, last.id)
+    merged = aliased(entity, union_all(*parts).subquery("branches"))
+    # The merge's own page: the cursor again (a no-op on rows already past it), the order, the limit.
+    return await newest_first(s, select(merged), merged.created_at, merged.id, limit=limit, cursor=cursor)
