@@ -38,11 +38,20 @@ async def test_a_small_tenant_moves_in_block_writes_mode_while_it_writes(
     answers: list[httpx.Response] = []
     stop = asyncio.Event()
 
+    refused: list[httpx.Response] = []
+
     async def keep_writing() -> None:
+        # As the SDK writes: with an Idempotency-Key, again after a 503. A write whose transaction
+        # spans the shards' switch is refused 503 database_unavailable (its history row found the
+        # new shards without its memory), never a 500, and succeeds when sent again.
         i = 0
         while not stop.is_set():
             body = {"content": f"Ana's note {i} during the move"}
-            answers.append(await citus_client.post(MEMORIES, json=body, headers=citus_a.headers))
+            headers = {**citus_a.headers, "Idempotency-Key": f"during-the-move-{i}"}
+            while (r := await citus_client.post(MEMORIES, json=body, headers=headers)).status_code == 503:
+                refused.append(r)
+                await asyncio.sleep(0.05)
+            answers.append(r)
             i += 1
 
     def isolate() -> placement.Placement:
@@ -63,8 +72,10 @@ async def test_a_small_tenant_moves_in_block_writes_mode_while_it_writes(
         assert repository.shard_is_isolated(conn, shard)
     assert len(answers) >= 3, "the writes did not overlap the move"
     assert [r.status_code for r in answers] == [201] * len(answers), [r.text for r in answers if r.status_code != 201]
+    assert all(r.json()["code"] == "database_unavailable" and r.headers["retry-after"] for r in refused)
     for m in [*before, *(r.json() for r in answers)]:
         assert (await get(citus_client, citus_a, m["id"])).status_code == 200
+    assert len({m["id"] for m in [*before, *(r.json() for r in answers)]}) == len(before) + len(answers)
 
 
 async def test_the_command_again_leaves_it_where_it_is(

@@ -42,16 +42,20 @@ async def set_tenant(conn: psycopg.AsyncConnection, tenant: Tenant) -> None:
     await conn.execute("SELECT set_config('app.tenant_id', %s, true)", (str(tenant.id),))
 
 
-async def clone_memory(api: Any, memory_id: Any, copies: int, *, older: bool = False) -> None:
+async def clone_memory(api: Any, memory_id: Any, copies: int, *, older: bool = False, vector: bool = True) -> None:
     """``copies`` more rows of a stored memory, written as the owner: many rows fast where their
     embedding (the same one) is not what a test measures. ``older``: each copy a second older than
-    the last, so a newest-first list puts them after the original."""
+    the last, so a newest-first list puts them after the original. ``vector=False``: copies with no
+    embedding, kept out of the shared test database's HNSW graph (hundreds of one vector cut
+    memories near it off the graph: tests/maintenance/test_dedup.py)."""
     from sqlalchemy import text
 
     from memvault.memories.models import Memory
 
     columns = [c.name for c in Memory.__table__.columns if c.computed is None and c.name != "id"]
     made = {"created_at": "m.created_at - make_interval(secs => g)"} if older else {}
+    if not vector:
+        made["embedding"] = "NULL"
     async with api._db.owner() as s:
         await s.execute(
             text(
