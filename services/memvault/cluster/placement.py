@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 import psycopg
 
 from memvault.cluster import repository
 
 Mode = Literal["logical", "block_writes"]
-MODES: tuple[Mode, ...] = ("logical", "block_writes")
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 class PlacementError(RuntimeError):
@@ -78,8 +78,7 @@ def isolate_tenant(
         else:
             shard = repository.isolate(conn, tenant_id)
     if to is not None and where != to:
-        transfer = "force_logical" if mode == "logical" else "block_writes"
-        repository.move(conn, shard, where, to, transfer)
+        repository.move(conn, shard, where, to, "force_logical" if mode == "logical" else "block_writes")
         where = to
     return Placement(tenant_id, shard, where[0], where[1], isolated=not already, moved=where != before)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import psycopg
 
 
@@ -128,7 +130,11 @@ def placement(conn: psycopg.Connection, shard: int) -> tuple[str, int]:
 
 
 def move(
-    conn: psycopg.Connection, shard: int, source: tuple[str, int], target: tuple[str, int], mode: str = "block_writes"
+    conn: psycopg.Connection,
+    shard: int,
+    source: tuple[str, int],
+    target: tuple[str, int],
+    mode: Literal["block_writes", "force_logical"],
 ) -> None:
     """Move ``shard`` and its co-located shards to ``target``; ``mode``: ``block_writes`` or
     ``force_logical``."""

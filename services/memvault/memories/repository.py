@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     ARRAY,
@@ -38,6 +38,9 @@ from memvault.memories import split
 from memvault.memories.models import Memory, MemoryHistoryEntry
 from memvault.memories.schemas import SCOPE_RANK, MemoryFilters, MemoryState
 from memvault.principal import SYSTEM_TENANT_ID
+
+# A row a read returns: a memory, or a search's hit of one (unshadowed).
+T = TypeVar("T")
 
 
 def _rank(m: Any) -> ColumnElement[int]:
@@ -221,11 +224,15 @@ def _rest(t: _Terms) -> tuple[Any, ...]:
         narrower.key == Memory.key,
         narrower.type == Memory.type,
         _rank(narrower) < _rank(Memory),
-        narrower.state.in_(t.states),
-        _chain(narrower, t, strict=True),
-        *_time(narrower, t),
+        *_may_shadow(narrower, t),
     )
     return (*_time(Memory, t), *_fields(t), or_(Memory.key.is_(None), ~shadowed))
+
+
+def _may_shadow(m: Any, t: _Terms) -> list[Any]:
+    """What makes ``m`` hide a broader memory of its type and key from this reader: a state the
+    read shows, in the reader's own chain (shared levels only), current at the read's time."""
+    return [m.state.in_(t.states), _chain(m, t, strict=True), *_time(m, t)]
 
 
 def read_conditions(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters | None) -> list[Any]:
@@ -489,26 +496,27 @@ async def page(
         async with reading_as_system(s, tenant_id):
             shared_branches = read_branches(SYSTEM_TENANT_ID, namespace_id, filters)
             shared, more = await newest_first_of(s, Memory, shared_branches, limit=limit, cursor=cursor)
-        hidden = await shadowed(s, tenant_id, namespace_id, filters, shared)
-        shown = [m for m in shared if (m.type, m.key) not in hidden]
+        shown = await unshadowed(s, tenant_id, namespace_id, filters, shared, lambda m: m)
         return split.merge_pages(rows, shown, limit, next_cursor is not None or more is not None)
     return list(rows), next_cursor
 
 
-async def shadowed(
+async def unshadowed(
     s: AsyncSession,
     tenant_id: uuid.UUID,
     namespace_id: uuid.UUID,
     filters: MemoryFilters | None,
-    shared: Sequence[Memory],
-) -> set[tuple[str, str | None]]:
-    """Of the system tenant's ``shared`` memories read apart (on Citus, memories/split.py), the
-    (type, key) pairs the tenant holds a narrower memory of, visible to the same reader at the same
-    time: those the reader does not see, as on one node, where the read conditions' shadowing test
-    hides them inside the one statement. One statement on the tenant's shard."""
-    pairs = {(m.type, m.key) for m in shared if m.key is not None}
+    shared: Sequence[T],
+    memory_of: Callable[[T], Memory],
+) -> list[T]:
+    """The system tenant's ``shared`` rows read apart (on Citus, memories/split.py; memories, or
+    hits with ``memory_of``) less those the tenant holds a narrower memory of the same type and key
+    for, visible to the same reader at the same time: what the reader sees, as on one node, where
+    the read conditions' shadowing test hides them inside the one statement. One statement on the
+    tenant's shard, only when a shared row has a key."""
+    pairs = {(m.type, m.key) for m in map(memory_of, shared) if m.key is not None}
     if not pairs:
-        return set()
+        return list(shared)
     # system_apart(): the strict chain holds the tenant's levels only, every one narrower than system.
     t = _Terms(**_values(tenant_id, namespace_id, filters or MemoryFilters()))
     rows = await s.execute(
@@ -516,13 +524,12 @@ async def shadowed(
         .where(
             Memory.tenant_id == tenant_id,  # said plainly: Citus routes the statement by it
             tuple_(Memory.type, Memory.key).in_(list(pairs)),
-            Memory.state.in_(t.states),
-            _chain(Memory, t, strict=True),
-            *_time(Memory, t),
+            *_may_shadow(Memory, t),
         )
         .distinct()
     )
-    return {(type_, key) for type_, key in rows}
+    hidden = {(type_, key) for type_, key in rows}
+    return [row for row in shared if ((m := memory_of(row)).type, m.key) not in hidden]
 
 
 async def update_fields(s: AsyncSession, tenant_id: uuid.UUID, memory_id: uuid.UUID, values: dict[str, Any]) -> Memory:

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.db.session import reading_as_system, system_apart
 from memvault.memories import split
-from memvault.memories.repository import shadowed, system_shared
+from memvault.memories.repository import system_shared, unshadowed
 from memvault.principal import SYSTEM_TENANT_ID
 from memvault.retrieval import timeline
 from memvault.retrieval.cues import QueryCues
@@ -47,8 +47,8 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
         # On Citus: the system tenant's shared memories, from their own shard (memories/split.py).
         async with reading_as_system(s, plan.tenant_id):
             shared, shared_counts, _, _ = await _search(s, replace(plan, tenant_id=SYSTEM_TENANT_ID), None)
-        hidden = await shadowed(s, plan.tenant_id, plan.namespace_id, plan.filters, [h.memory for h in shared])
-        hits = split.merge_hits(hits, [h for h in shared if (h.memory.type, h.memory.key) not in hidden])
+        shown = await unshadowed(s, plan.tenant_id, plan.namespace_id, plan.filters, shared, lambda h: h.memory)
+        hits = split.merge_hits(hits, shown)
         counts = {name: n + shared_counts.get(name, 0) for name, n in counts.items()}
     explained: dict[str, str] = {}
     if timed is not None:
