@@ -15,10 +15,16 @@ from dataclasses import dataclass
 
 import httpx
 import psycopg
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from memvault.api import NamespaceAPI
 from memvault.cli import main
 from memvault.cluster import local, placement, repository
+from memvault.db.session import Database
+from memvault.db.urls import DatabaseUrls
+from memvault.errors import DatabaseUnavailable
 from tests.conftest import Tenant, make_tenant
 from tests.memories.test_router import MEMORIES, SEARCH, get, store
 
@@ -27,6 +33,30 @@ def where_is(cluster: local.Cluster, tenant: Tenant) -> tuple[int, tuple[str, in
     with psycopg.connect(cluster.uri(), autocommit=True) as conn:
         shard = repository.tenant_shard(conn, str(tenant.id))
         return shard, repository.placement(conn, shard)
+
+
+async def test_a_history_row_on_a_worker_without_its_memory_is_a_503_not_a_500(
+    citus_urls: DatabaseUrls, citus_a: Tenant
+) -> None:
+    """What a write across a block_writes switch meets, made on purpose: a history row whose memory
+    is not on its shard. The worker's error reaches us through the coordinator without its table
+    name (Citus relays the message, not the diagnostic fields), and is still answered 503 to retry."""
+    db = Database(citus_urls, pooled=False)
+    try:
+        with pytest.raises(DatabaseUnavailable) as refused:
+            async with db.owner() as s:
+                await s.execute(
+                    text(
+                        "INSERT INTO memory_history (tenant_id, memory_id, action, actor, snapshot)"
+                        " VALUES (:t, gen_random_uuid(), 'created', 'test', '{}')"
+                    ),
+                    {"t": citus_a.id},
+                )
+    finally:
+        await db.dispose()
+    cause = refused.value.__cause__
+    assert isinstance(cause, DBAPIError) and isinstance(cause.orig, psycopg.errors.ForeignKeyViolation)
+    assert "while executing command on" in str(cause.orig)
 
 
 async def test_a_small_tenant_moves_in_block_writes_mode_while_it_writes(

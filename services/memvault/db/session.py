@@ -10,7 +10,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event, text
 from sqlalchemy import exc as sa_exc
@@ -20,6 +20,9 @@ from sqlalchemy.pool import NullPool
 from memvault.db.urls import DatabaseUrls
 from memvault.errors import DatabaseUnavailable
 from memvault.plans.cputurns import FairConnection
+
+if TYPE_CHECKING:
+    import psycopg
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,16 @@ _GONE_STATES = frozenset({"57P01", "57P02", "57P03", "53300"})
 # A Citus shard's table: the distributed table's name and the shard's id (memories_102008). The
 # tables on one node never end in digits.
 _SHARD_TABLE = re.compile(r"[a-z_]+_\d{4,}")
+# A worker's error relayed by the Citus coordinator keeps its SQLSTATE and message but not its
+# diagnostic fields (no table name): the table is read from PostgreSQL's message instead.
+_VIOLATION_TABLE = re.compile(r'on table "([a-z_0-9]+)"')
+
+
+def _violated_table(orig: psycopg.Error) -> str:
+    if orig.diag.table_name:
+        return orig.diag.table_name
+    found = _VIOLATION_TABLE.search(orig.diag.message_primary or str(orig))
+    return found.group(1) if found else ""
 
 
 def unavailable(exc: BaseException) -> bool:
@@ -127,7 +140,7 @@ def unavailable(exc: BaseException) -> bool:
     import psycopg
 
     orig = exc.orig
-    if isinstance(orig, psycopg.errors.ForeignKeyViolation) and _SHARD_TABLE.fullmatch(orig.diag.table_name or ""):
+    if isinstance(orig, psycopg.errors.ForeignKeyViolation) and _SHARD_TABLE.fullmatch(_violated_table(orig)):
         # On Citus, a write whose transaction spans a blocking shard move (`isolate-tenant --mode
         # block_writes`): its first rows went to the old shards, the next to the new ones, where the
         # first are not (docs/scaling.md). Nothing was written; the same request again succeeds.
