@@ -64,7 +64,7 @@ class TestBatchedImport:
         file = _bigger(await export(client, tenant_a, SRC, embeddings="true"))
         r = await client.post(f"{DST}/import", content="\n".join(json.dumps(x) for x in file), headers=tenant_a.headers)
         assert r.status_code == 200, r.text
-        assert r.json()["imported"] == file[-1]["counts"]
+        assert {kind: n for kind, n in r.json()["imported"].items() if n} == file[-1]["counts"]
 
         restored = await export(client, tenant_a, DST)
         events = [x for x in restored if x["kind"] == "event"]

@@ -11,9 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
+from memvault.api import NamespaceAPI
 from tests.conftest import Tenant
 from tests.memories.test_router import problem
 
+AT = "2024-05-08T15:00:00Z"
 SRC = "/v1/namespaces/default"
 DST = "/v1/namespaces/restored"
 UUID_FIELDS = ("id", "source_id", "target_id", "supersedes", "superseded_by")
@@ -132,7 +134,16 @@ class TestRoundTrip:
         exported = await export(client, tenant_a, SRC, embeddings=str(embeddings).lower())
         kinds = [r["kind"] for r in exported]
         assert kinds[0] == "header" and kinds[-1] == "end"
-        assert exported[-1]["counts"] == {"entity": 2, "relation": 1, "session": 1, "event": 2, "memory": 3, "trace": 1}
+        assert exported[-1]["counts"] == {
+            "entity": 2,
+            "relation": 1,
+            "session": 1,
+            "event": 2,
+            "observation": 0,
+            "memory": 3,
+            "contradiction": 0,
+            "trace": 1,
+        }
         assert ("embedding" in next(r for r in exported if r["kind"] == "memory")) is embeddings
 
         body = "\n".join(json.dumps(r) for r in exported)
@@ -151,6 +162,87 @@ class TestRoundTrip:
         current = r.json()["results"][0]["memory"]["id"]
         h = (await client.get(f"{DST}/memories/{current}/history", headers=tenant_a.headers)).json()
         assert [v["content"] for v in h["versions"]] == ["Ana works at Acme", "Ana works at Globex"]
+
+
+class TestMarksAndObservations:
+    async def test_contradictions_and_a_sessions_observation_survive_the_round_trip(
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant
+    ) -> None:
+        """What a restore lost before: the marks that two memories disagree (open, and resolved
+        with the memory kept) and what extraction made of a conversation. A mark naming a
+        tenant-scope memory, which the file does not hold, is left out, and the file still imports."""
+        said = [{"role": "user", "content": "We decided to move the stand-up to 9:30.", "timestamp": AT}]
+        ingested = await post(client, tenant_a, f"{SRC}/events", {"session_id": "s-obs", "messages": said}, 202)
+        assert (await api.run_job(tenant_a.principal, uuid.UUID(ingested["job_id"]))).status == "succeeded"
+        texts = ["The office opens at 8", "The office opens at 9", "Parking is free", "Parking costs 5 euros"]
+        a, b, c, d = [(await post(client, tenant_a, f"{SRC}/memories", {"content": t}))["id"] for t in texts]
+        shared = await post(
+            client, tenant_a, f"{SRC}/memories", {"content": "The office is in Lisbon", "scope": "tenant"}
+        )
+        await post(client, tenant_a, f"{SRC}/contradictions", {"memory_id": a, "other_id": b, "note": "opening time"})
+        resolved = await post(client, tenant_a, f"{SRC}/contradictions", {"memory_id": c, "other_id": d})
+        await post(
+            client,
+            tenant_a,
+            f"{SRC}/contradictions/{resolved['id']}/resolve",
+            {"resolution": "keep_one", "keep_id": c},
+            200,
+        )
+        await post(client, tenant_a, f"{SRC}/contradictions", {"memory_id": a, "other_id": shared["id"]})
+
+        exported = await export(client, tenant_a, SRC)
+        assert exported[-1]["counts"]["contradiction"] == 2 and exported[-1]["counts"]["observation"] == 1
+        await post(client, tenant_a, "/v1/namespaces", {"name": "restored"})
+        r = await client.post(
+            f"{DST}/import", content="\n".join(json.dumps(x) for x in exported), headers=tenant_a.headers
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["imported"]["contradiction"] == 2 and r.json()["imported"]["observation"] == 1
+
+        async def marks(base: str) -> list[tuple[Any, ...]]:
+            page = (await client.get(f"{base}/contradictions", headers=tenant_a.headers)).json()["data"]
+            content = {}
+            for m in (await client.get(f"{base}/memories?limit=50&state=archived", headers=tenant_a.headers)).json()[
+                "data"
+            ]:
+                content[m["id"]] = m["content"]
+            for m in (await client.get(f"{base}/memories?limit=50", headers=tenant_a.headers)).json()["data"]:
+                content[m["id"]] = m["content"]
+            return sorted(
+                (
+                    content[x["memory_id"]],
+                    content[x["other_id"]],
+                    x["note"],
+                    x["state"],
+                    x["resolution"],
+                    content.get(x["kept_id"]) if x["kept_id"] else None,
+                    x["resolved_at"],
+                )
+                for x in page
+            )
+
+        source, restored = await marks(SRC), await marks(DST)
+        # The tenant-scope memory is the tenant's, not the namespace's: a restore elsewhere would
+        # find it, but the file does not carry it, so its mark stays out.
+        assert len(source) == 3
+        assert restored == [m for m in source if "The office is in Lisbon" not in m[:2]]
+        assert [m[:6] for m in restored] == [
+            ("Parking is free", "Parking costs 5 euros", None, "resolved", "keep_one", "Parking is free"),
+            ("The office opens at 8", "The office opens at 9", "opening time", "open", None, None),
+        ]
+        # The open mark works in the restored namespace: a hit lists the other memory.
+        r = await client.post(f"{DST}/search", json={"query": "when does the office open"}, headers=tenant_a.headers)
+        top = r.json()["results"][0]
+        assert top["memory"]["content"].startswith("The office opens at") and len(top["contradicted_by"]) == 1
+
+        notes = [
+            (await client.get(f"{base}/sessions/s-obs/observations", headers=tenant_a.headers)).json()
+            for base in (SRC, DST)
+        ]
+        assert notes[0]["decisions"] == ["We decided to move the stand-up to 9:30"]
+        assert {k: v for k, v in notes[1].items() if k != "job_id"} == {
+            k: v for k, v in notes[0].items() if k != "job_id"
+        }
 
 
 class TestBadFiles:
@@ -179,6 +271,23 @@ class TestBadFiles:
             [header, good, {"kind": "end", "counts": {"memory": 2}}],
             [header, {**good, "scope": "system"}, {"kind": "end", "counts": {"memory": 1}}],
         ]
+        # Marks and observations point into the file, and say a consistent thing.
+        other = {**good, "id": str(uuid.uuid4()), "content": "not ok"}
+        mark = {"kind": "contradiction", "id": str(uuid.uuid4()), "memory_id": good["id"], "other_id": other["id"]}
+        resolved = {"state": "resolved", "resolution": "keep_one", "resolved_at": AT}
+        observed = {"kind": "observation", "session_id": "s9", "summary": "x", "observed_by": "rules"}
+        for records in (
+            [good, {**mark, "other_id": str(uuid.uuid4())}],  # names a memory the file lacks
+            [good, other, {**mark, **resolved, "kept_id": str(uuid.uuid4())}],  # keeps neither
+            [good, other, {**mark, **resolved}],  # keep_one without kept_id
+            [good, other, {**mark, "resolution": "keep_both"}],  # open, yet resolved
+            [good, other, mark, {**mark, "id": str(uuid.uuid4())}],  # the same pair open twice
+            [{**observed, "last_event_at": AT}],  # a session the file lacks
+        ):
+            counts: dict[str, int] = {}
+            for x in records:
+                counts[x["kind"]] = counts.get(x["kind"], 0) + 1
+            cases.append([header, *records, {"kind": "end", "counts": counts}])
         for lines in cases:
             problem(await self._import(client, tenant_a, lines), 422, "import_invalid")
         secret = {**good, "content": "my key is AKIA" + "IOSFODNN7EXAMPLE"}

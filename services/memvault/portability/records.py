@@ -2,7 +2,7 @@
 what a restore keeps (ids to remap, record time, history, vectors).
 
 Each record model derives from the model its kind is written with (`MemoryIn`, `MessageIn`,
-`EntityIn`, `RelationIn`, `TraceIn`, `TraceStepIn`), so the rules for content, keys, owners,
+`EntityIn`, `RelationIn`, `TraceIn`, `TraceStepIn`, `ContradictionIn`), so the rules for content, keys, owners,
 metadata, importance, and the text rule and secrets guard of fields.Body, are the write API's,
 defined once. What a file says about who wrote a row (`created_by`) is not kept: the rows are the
 importer's (docs/memory-model.md, "Export and import").
@@ -16,10 +16,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, JsonValue, field_validator, model_validator
 
+from memvault.contradictions.schemas import ContradictionIn, ContradictionState, Note, Resolution
 from memvault.entities.schemas import EntityIn, RelationIn
 from memvault.events.schemas import MessageIn, SessionId
 from memvault.fields import Body
-from memvault.memories.schemas import Content, MemoryIn, OwnerId, ScopeLevel, Timestamp, _utc
+from memvault.memories.schemas import Content, MemoryIn, OwnerId, ScopeLevel, Timestamp, _utc, no_nul
+from memvault.observations.base import MAX_ITEM_CHARS, MAX_ITEMS, MAX_SUMMARY_CHARS
 from memvault.traces.schemas import MAX_STEPS, TraceIn, TraceStatus, TraceStepIn
 
 # Clocks of the exporting and importing servers may disagree a little; beyond that a record time
@@ -175,11 +177,70 @@ class TraceRecord(TraceIn):
         return self
 
 
+class ContradictionRecord(ContradictionIn):
+    """A mark that two memories of the file disagree, open or as it was resolved. Who resolved it
+    is kept as the account of what happened in the original namespace, as a history entry's actor."""
+
+    id: uuid.UUID
+    state: ContradictionState = ContradictionState.open
+    resolution: Resolution | None = None
+    kept_id: uuid.UUID | None = None
+    resolution_note: Note = None
+    created_by: Creator = None
+    created_at: RecordTime = None
+    resolved_by: Annotated[str | None, Field(default=None, max_length=200), AfterValidator(no_nul)] = None
+    resolved_at: RecordTime = None
+
+    @model_validator(mode="after")
+    def _resolved(self) -> ContradictionRecord:
+        if self.state is ContradictionState.open:
+            if any(v is not None for v in (self.resolution, self.kept_id, self.resolved_at)):
+                raise ValueError("an open contradiction has no resolution, kept_id or resolved_at")
+            return self
+        if self.resolution is None or self.resolved_at is None:
+            raise ValueError("a resolved contradiction needs its resolution and resolved_at")
+        if (self.resolution is Resolution.keep_one) != (self.kept_id is not None):
+            raise ValueError("kept_id goes with keep_one, and keep_one needs it")
+        if self.kept_id is not None and self.kept_id not in (self.memory_id, self.other_id):
+            raise ValueError("kept_id is one of the two memories")
+        _ordered(self, ("created_at", "resolved_at"))
+        return self
+
+
+Item = Annotated[str, Field(min_length=1, max_length=MAX_ITEM_CHARS), AfterValidator(no_nul)]
+Items = Annotated[list[Item], Field(default_factory=list, max_length=MAX_ITEMS)]
+
+
+class ObservationRecord(Body):
+    """A session's observation (what extraction made of the conversation), named by its session."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    session_id: SessionId
+    user_id: OwnerId = None
+    summary: Annotated[str, Field(min_length=1, max_length=MAX_SUMMARY_CHARS), AfterValidator(no_nul)]
+    topics: Items
+    decisions: Items
+    open_questions: Items
+    observed_by: str = Field(min_length=1, max_length=64)
+    message_count: int = Field(default=0, ge=0, le=2**31 - 1)
+    last_event_at: Stamp
+    created_at: RecordTime = None
+    updated_at: RecordTime = None
+
+    @model_validator(mode="after")
+    def _times(self) -> ObservationRecord:
+        _ordered(self, ("created_at", "updated_at"))
+        return self
+
+
 RECORDS: dict[str, type[Body]] = {
     "entity": EntityRecord,
     "relation": RelationRecord,
     "session": SessionRecord,
     "event": EventRecord,
+    "observation": ObservationRecord,
     "memory": MemoryRecord,
+    "contradiction": ContradictionRecord,
     "trace": TraceRecord,
 }

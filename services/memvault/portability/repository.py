@@ -11,9 +11,11 @@ from typing import Any
 from sqlalchemy import RowMapping, Table, Text, cast, func, insert, literal, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.contradictions.models import Contradiction
 from memvault.entities.models import Entity, MemoryEntity, Relation
 from memvault.events.models import ChatSession, Event
 from memvault.memories.models import Memory, MemoryHistoryEntry
+from memvault.observations.models import Observation
 from memvault.traces.models import Trace, TraceStep
 
 TABLES: dict[str, Table] = {
@@ -21,7 +23,9 @@ TABLES: dict[str, Table] = {
     "relation": Relation.__table__,  # type: ignore[dict-item]
     "session": ChatSession.__table__,  # type: ignore[dict-item]
     "event": Event.__table__,  # type: ignore[dict-item]
+    "observation": Observation.__table__,  # type: ignore[dict-item]
     "memory": Memory.__table__,  # type: ignore[dict-item]
+    "contradiction": Contradiction.__table__,  # type: ignore[dict-item]
     "trace": Trace.__table__,  # type: ignore[dict-item]
 }
 # Keyset order per table: stable and, for events, the conversation's own order.
@@ -30,7 +34,9 @@ ORDER: dict[str, tuple[str, ...]] = {
     "relation": ("created_at", "id"),
     "session": ("started_at", "id"),
     "event": ("seq",),
+    "observation": ("session_id",),
     "memory": ("recorded_at", "id"),
+    "contradiction": ("created_at", "id"),
     "trace": ("started_at", "id"),
 }
 STEP_COLUMNS = ("seq", "thought", "action", "observation", "tool_name", "tool_args", "tool_result", "at")
@@ -50,6 +56,19 @@ WRITTEN: tuple[Table, ...] = (*TABLES.values(), _STEPS, _HISTORY, _LINKS)
 # ---- export ---------------------------------------------------------------------------------
 
 
+def _own(kind: str, tenant_id: uuid.UUID, namespace_id: uuid.UUID) -> tuple[Any, ...]:
+    """What makes a row of ``kind`` part of the namespace's export. A contradiction is marked in a
+    namespace but may name a tenant-scope memory, which the file does not hold: only marks between
+    two of the namespace's own memories go out, so every reference of the file points into it."""
+    table = TABLES[kind]
+    own: tuple[Any, ...] = (table.c.tenant_id == tenant_id, table.c.namespace_id == namespace_id)
+    if kind == "contradiction":
+        m = Memory.__table__.c
+        mine = select(m.id).where(m.tenant_id == tenant_id, m.namespace_id == namespace_id)
+        own += (table.c.memory_id.in_(mine), table.c.other_id.in_(mine))
+    return own
+
+
 async def pages(
     s: AsyncSession,
     kind: str,
@@ -67,12 +86,7 @@ async def pages(
     picked: list[Any] = [table.c[c] for c in dict.fromkeys([*columns, *ORDER[kind]])]
     if embeddings and "embedding" in table.c:
         picked.append(cast(table.c.embedding, Text).label("embedding"))
-    first = (
-        select(*picked)
-        .where(table.c.tenant_id == tenant_id, table.c.namespace_id == namespace_id)
-        .order_by(*order)
-        .limit(size)
-    )
+    first = select(*picked).where(*_own(kind, tenant_id, namespace_id)).order_by(*order).limit(size)
     after: tuple[Any, ...] | None = None
     while True:
         stmt = first if after is None else first.where(tuple_(*order) > tuple_(*after))
@@ -124,7 +138,7 @@ async def export_size(
         picked: list[Any] = [table.c[c] for c in cols]
         if embeddings and "embedding" in table.c:
             picked.append(cast(table.c.embedding, Text).label("embedding"))
-        own = table.c.tenant_id == tenant_id, table.c.namespace_id == namespace_id
+        own = _own(kind, tenant_id, namespace_id)
         # The record, and ,"kind":"<kind>" and its newline.
         total += await _summed(s, _json_size(picked) + len(f',"kind":"{kind}"{lists.get(kind, "")}\n'), *own)
         for size, parent in entries.get(kind, []):

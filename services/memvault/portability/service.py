@@ -1,7 +1,8 @@
 """Export a namespace as JSON Lines and import such a file into another namespace.
 
-The file is: a header, then entities, relations, sessions, events, memories (each with its
-history and entity links, embeddings optional), traces (with steps), and an `end` record with the
+The file is: a header, then entities, relations, sessions, events, sessions' observations,
+memories (each with its history and entity links, embeddings optional), contradictions between
+them, traces (with steps), and an `end` record with the
 counts, so an importer can tell a complete file from a truncated one. Export reads one
 REPEATABLE READ snapshot, page by page; import is one transaction, all or nothing, with new ids
 (references between records are remapped); every record is checked by the write API's models.
@@ -68,6 +69,20 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "recorded_at",
         "created_by",
     ),
+    # Named by its session; the job that wrote it is not carried (jobs stay where they ran).
+    "observation": (
+        "session_id",
+        "user_id",
+        "summary",
+        "topics",
+        "decisions",
+        "open_questions",
+        "observed_by",
+        "message_count",
+        "last_event_at",
+        "created_at",
+        "updated_at",
+    ),
     "memory": (
         "id",
         "type",
@@ -95,6 +110,22 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "created_at",
         "updated_at",
         "embedding_model",
+    ),
+    # Only marks between two memories of the namespace: one naming a tenant-scope memory points
+    # outside the file (repository.pages).
+    "contradiction": (
+        "id",
+        "memory_id",
+        "other_id",
+        "note",
+        "state",
+        "resolution",
+        "kept_id",
+        "resolution_note",
+        "created_by",
+        "created_at",
+        "resolved_by",
+        "resolved_at",
     ),
     "trace": (
         "id",
@@ -191,12 +222,12 @@ class PortabilityOps(FacadeBase):
         cols = COLUMNS[kind]
         pages = repo.pages(s, kind, tenant_id, namespace_id, cols, embeddings=embeddings, size=PAGE)
         async for rows in pages:
-            extras = await _extras(s, kind, tenant_id, [r["id"] for r in rows])
+            extras = await _extras(s, kind, tenant_id, [r["id"] for r in rows]) if kind in ("memory", "trace") else {}
             for r in rows:
                 out = {c: r[c] for c in cols}
                 if "embedding" in r and r["embedding"] is not None:
                     out["embedding"] = json.loads(r["embedding"])
-                out.update(extras.get(r["id"], {}))
+                out.update(extras.get(r.get("id"), {}))
                 if kind == "memory":
                     out.setdefault("entity_ids", [])
                     out.setdefault("history", [])
@@ -380,7 +411,7 @@ def _validated(records: list[tuple[int, str, dict[str, Any]]], importer: str) ->
             values["occurred_at"] = values.pop("timestamp")
         if kind == "memory":
             values["content_hash"] = content_hash(model.content)
-        if kind != "session":
+        if "created_by" in COLUMNS[kind]:
             values["created_by"] = importer
         out.append((kind, values))
     return out
@@ -391,10 +422,12 @@ def _check_references(models: list[tuple[int, str, Any]]) -> None:
     would hold as the same (an entity name, a current memory key): a file error, not a clash."""
     ids: dict[str, set[str]] = {kind: set() for kind in COLUMNS}
     for n, kind, m in models:
-        key = str(m.id)
+        field = "session_id" if kind == "observation" else "id"
+        key = str(getattr(m, field))
         if key in ids[kind]:
-            raise ImportInvalid(f"line {n}: a second {kind} with id {key}", extra={"line": n, "field": "id"})
+            raise ImportInvalid(f"line {n}: a second {kind} with {field} {key}", extra={"line": n, "field": field})
         ids[kind].add(key)
+    open_pairs: set[frozenset[str]] = set()
     names: set[tuple[str, str]] = set()
     current_keys: set[tuple[str, str | None, str, str]] = set()
     for n, kind, m in models:
@@ -405,6 +438,10 @@ def _check_references(models: list[tuple[int, str, Any]]) -> None:
             refs = [("entity_ids", "entity", e) for e in m.entity_ids]
             refs += [("source_event_ids", "event", e) for e in m.source_event_ids]
             refs += [(f, "memory", getattr(m, f)) for f in ("superseded_by", "supersedes") if getattr(m, f)]
+        elif kind == "contradiction":
+            refs = [(f, "memory", getattr(m, f)) for f in ("memory_id", "other_id")]
+        elif kind == "observation":
+            refs = [("session_id", "session", m.session_id)]
         for field, target, ref in refs:
             if str(ref) not in ids[target]:
                 raise ImportInvalid(
@@ -422,6 +459,11 @@ def _check_references(models: list[tuple[int, str, Any]]) -> None:
             if current in current_keys:
                 raise ImportInvalid(f"line {n}: a second current memory with key {m.key!r}", extra={"line": n})
             current_keys.add(current)
+        if kind == "contradiction" and m.state == "open":
+            pair = frozenset((str(m.memory_id), str(m.other_id)))
+            if pair in open_pairs:
+                raise ImportInvalid(f"line {n}: a second open contradiction of one pair", extra={"line": n})
+            open_pairs.add(pair)
 
 
 def _constraint(exc: DBAPIError) -> str:
@@ -443,15 +485,15 @@ async def _restore(
             return None
         return new_id.setdefault(str(old), uuid.uuid4())
 
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = dict.fromkeys(COLUMNS, 0)
     rows: list[tuple[str, dict[str, Any]]] = []
     steps: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
     history: list[dict[str, Any]] = []
     for i, (kind, r) in enumerate(records):
-        counts[kind] = counts.get(kind, 0) + 1
+        counts[kind] += 1
         values = {c: _column_value(c, r[c]) for c in COLUMNS[kind] if c in r}
-        if kind != "session":
+        if kind not in ("session", "observation"):  # named by a session id, which is kept
             values["id"] = remap(r["id"])
         if kind == "relation":
             values["source_id"], values["target_id"] = remap(r["source_id"]), remap(r["target_id"])
@@ -459,6 +501,9 @@ async def _restore(
             values["superseded_by"] = remap(r.get("superseded_by"))
             values["supersedes"] = remap(r.get("supersedes"))
             values["source_event_ids"] = [remap(e) for e in r.get("source_event_ids") or []]
+        if kind == "contradiction":
+            for ref in ("memory_id", "other_id", "kept_id"):
+                values[ref] = remap(r.get(ref))
         if kind in ("memory", "trace"):
             values["embedding"] = vectors[i]
         rows.append((kind, {"tenant_id": tenant_id, "namespace_id": namespace_id, **values}))
@@ -515,6 +560,7 @@ TIMESTAMPS = {
     "superseded_at",
     "last_accessed_at",
     "completed_at",
+    "resolved_at",
     "at",
 }
 
