@@ -382,6 +382,11 @@ class Settings(BaseSettings):
     smtp_starttls: bool = Field(
         default=True, description="Upgrade the SMTP connection with STARTTLS before authenticating and sending."
     )
+    smtp_tls: bool = Field(
+        default=False,
+        description="TLS from the connection's first byte (SMTPS, implicit TLS, usually port 465) instead of "
+        "STARTTLS; the server's certificate is verified either way.",
+    )
     smtp_timeout_s: float = Field(default=10.0, gt=0, description="One SMTP conversation; slower fails (503).")
 
     @model_validator(mode="after")

@@ -1,6 +1,7 @@
 """Outgoing mail (sign-up verification, invitations), pluggable: the log mailer writes each
 message to the server log, so a local install works with no mail server; the SMTP mailer sends
-through the configured server (stdlib smtplib, run in a thread: one short conversation per mail)."""
+through the configured server (stdlib smtplib, run in a thread: one short conversation per mail),
+over STARTTLS or implicit TLS."""
 
 from __future__ import annotations
 
@@ -57,9 +58,19 @@ class SmtpMailer:
         mail["Subject"] = message.subject
         mail.set_content(message.text)
         assert s.smtp_host is not None
-        with smtplib.SMTP(s.smtp_host, s.smtp_port, timeout=s.smtp_timeout_s) as smtp:
-            if s.smtp_starttls:
-                smtp.starttls(context=ssl.create_default_context())
+        # The system's trust store (SSL_CERT_FILE / SSL_CERT_DIR name another) and the host name
+        # checked: a server that cannot prove who it is gets no password and no link.
+        tls = ssl.create_default_context()
+        opened = (
+            smtplib.SMTP_SSL(s.smtp_host, s.smtp_port, timeout=s.smtp_timeout_s, context=tls)
+            if s.smtp_tls
+            else smtplib.SMTP(s.smtp_host, s.smtp_port, timeout=s.smtp_timeout_s)
+        )
+        with opened as smtp:
+            if s.smtp_starttls and not s.smtp_tls:
+                # A server that does not offer STARTTLS fails the mail (SMTPNotSupportedError):
+                # nothing goes out in clear text because the upgrade was missing.
+                smtp.starttls(context=tls)
             if s.smtp_user:
                 smtp.login(s.smtp_user, s.smtp_password.get_secret_value() if s.smtp_password else "")
             smtp.send_message(mail)
