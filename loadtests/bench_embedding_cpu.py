@@ -153,10 +153,14 @@ def main() -> int:
     parser.add_argument("--variants", nargs="+", default=["fp32", "fused", "int8", "fused-int8"])
     args = parser.parse_args()
 
+    with tempfile.TemporaryDirectory(prefix="memvault-bench-embedding-") as tmp:
+        return measure(args, Path(tmp))
+
+
+def measure(args: argparse.Namespace, folder: Path) -> int:
     from memvault.embeddings.local import LocalEmbedder
 
     turns, questions = texts_of(args.data)
-    folder = Path(tempfile.mkdtemp(prefix="memvault-bench-embedding-"))
     base = LocalEmbedder(MODEL, dim=384, cache_size=0, onnx_dir=folder)
     base.load()
     int8 = LocalEmbedder(MODEL, dim=384, cache_size=0, onnx_dir=folder, quantize="int8")
