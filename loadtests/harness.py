@@ -8,6 +8,7 @@ Heavy imports stay inside the functions, so the scoring helpers and their tests 
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -74,6 +75,8 @@ def embedded_postgres(prefix: str, keep: Path | None = None) -> Iterator[Any]:
 def load_embedder(**options: Any) -> Any:
     from memvault.embeddings.local import LocalEmbedder
 
+    # The int8 experiment of issue 25 (bench_embedding_cpu.py): the quality runs with that model.
+    options.setdefault("quantize", os.environ.get("MEMVAULT_EMBEDDING_QUANTIZE", "none"))
     embedder = LocalEmbedder(MODEL, dim=384, **options)
     embedder.load()
     return embedder

@@ -278,3 +278,88 @@ class TestOnnxRuntime:
     )
     def test_only_plain_mean_pooling_is_exported(self, config: dict[str, object], mean: bool) -> None:
         assert _mean_pooling(config) is mean
+
+
+@pytest.fixture(scope="module")
+def int8(embedder: LocalEmbedder, tmp_path_factory: pytest.TempPathFactory) -> LocalEmbedder:
+    emb = LocalEmbedder(
+        embedder.model_id, dim=embedder.dim, cache_size=0, onnx_dir=tmp_path_factory.mktemp("onnx"), quantize="int8"
+    )
+    emb.load()
+    return emb
+
+
+@pytest.mark.slow  # exports and quantizes the model
+class TestInt8:
+    """``quantize="int8"`` (issue 25): about 2.5x less CPU per text, vectors close to float32's but
+    not equal, so they are another model's in what is stored with them."""
+
+    async def test_int8_vectors_are_stored_under_a_model_id_of_their_own(
+        self, embedder: LocalEmbedder, int8: LocalEmbedder
+    ) -> None:
+        assert int8.runtime == "onnx"
+        assert int8.model_id == f"{embedder.model_id}+int8" != embedder.model_id
+
+    async def test_int8_vectors_stay_close_to_float32s(self, embedder: LocalEmbedder, int8: LocalEmbedder) -> None:
+        texts = [
+            "Caroline: I went to a LGBTQ support group yesterday and it was so powerful.",
+            "Melanie: We took the kids camping near the lake last weekend!",
+            "What did Caroline research last year?",
+            LONG,
+        ]
+
+        quantized, exact = np.asarray(await int8.embed(texts)), np.asarray(await embedder.embed(texts))
+
+        cosines = (quantized * exact).sum(axis=1)
+        assert cosines.min() > 0.97  # 0.98 at worst over 3,000 LoCoMo turns (docs/benchmarks.md)
+        assert not np.allclose(quantized, exact, atol=1e-3)  # it did run the int8 graph
+        assert np.allclose(np.linalg.norm(quantized, axis=1), 1.0, atol=1e-5)
+
+    async def test_an_int8_query_matches_the_int8_batch_vector_of_the_same_text(self, int8: LocalEmbedder) -> None:
+        texts = ["Deploys happen on Fridays", "The staging database runs on port 5433", LONG]
+
+        batch = await int8.embed(texts)
+        singles = [(await int8.embed([t]))[0] for t in texts]
+
+        # Activations are quantized per run, by the whole run's range: the padding and the rows
+        # beside a text move its int8 vector about as far as int8 is from float32 (a short text
+        # padded to 256 tokens here: 0.991). Not equal, as float32's are (TestOnnxRuntime).
+        cosines = (np.asarray(batch) * np.asarray(singles)).sum(axis=1)
+        assert cosines.min() > 0.98
+        assert cosines[2] > 0.999999  # the longest text, unpadded in both
+
+    def test_the_int8_file_is_made_once_beside_the_export_and_named_by_its_options(
+        self, embedder: LocalEmbedder, int8: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        folder = int8._onnx_dir
+        # The float32 export it was made from, and the int8 file beside it.
+        [quantized] = [f for f in files(folder) if ".int8-" in f.name]
+        [exported] = [f for f in files(folder) if f != quantized]
+        assert quantized.name.startswith(f"{exported.stem}.int8-")
+        made = quantized.stat().st_mtime_ns
+
+        again = LocalEmbedder(embedder.model_id, dim=embedder.dim, onnx_dir=folder, quantize="int8")
+        again.load()
+        assert sorted(files(folder)) == sorted([exported, quantized]) and quantized.stat().st_mtime_ns == made
+
+        monkeypatch.setattr("memvault.embeddings.local._QUANTIZE_VERSION", 999)
+        changed = LocalEmbedder(embedder.model_id, dim=embedder.dim, onnx_dir=folder, quantize="int8")
+        changed.load()
+        assert len(files(folder)) == 3  # other options: a file of their own, the old one not reused
+
+    def test_a_quantization_that_fails_fails_the_load_rather_than_run_torch_under_the_int8_id(
+        self, embedder: LocalEmbedder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        def broken(*args: object, **kwargs: object) -> None:
+            raise RuntimeError("quantizer broke")
+
+        monkeypatch.setattr("onnxruntime.quantization.quantize_dynamic", broken)
+        failing = LocalEmbedder(embedder.model_id, dim=embedder.dim, onnx_dir=tmp_path, quantize="int8")
+
+        with pytest.raises(RuntimeError, match=r"\+int8: no int8 session"):
+            failing.load()
+        assert not [f for f in files(tmp_path) if ".int8-" in f.name]  # nothing half-written left
+
+    def test_int8_needs_the_onnx_runtime(self, embedder: LocalEmbedder) -> None:
+        with pytest.raises(ValueError, match="needs runtime=onnx"):
+            LocalEmbedder(embedder.model_id, dim=embedder.dim, runtime="torch", quantize="int8")

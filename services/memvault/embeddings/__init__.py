@@ -32,4 +32,5 @@ def build_embedder(settings: Settings) -> Embedder:
         runtime=settings.embedding_runtime,
         onnx_dir=settings.embedding_onnx_dir,
         slice_tokens=settings.embedding_slice_tokens,
+        quantize=settings.embedding_quantize,
     )
