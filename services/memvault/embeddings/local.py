@@ -106,18 +106,34 @@ def _pooled(hidden: Any, attention_mask: Any) -> Any:
 class _Batch:
     """One batch of a call, run a slice of rows at a time.
 
-    The batch is tokenized once, padded to its longest text as ``encode`` pads it, and every slice
-    is rows of those same inputs: a text gets the vector it would get in the whole batch (the
-    padding, not the rows beside it, is what can change a vector's last bits)."""
+    The batch is tokenized once, as ``encode`` tokenizes it, its texts longest first. Each slice
+    takes as many of the next rows as fit in ``slice_tokens`` at the width of the slice's longest
+    text, and runs at that width: the padding columns past it are cut. A padded position is masked
+    out of attention and of the mean pooling, so cutting it changes a vector only in its last bits
+    (float32 sums in another order, ~1e-7); it saves the CPU of every padded token, which in a batch
+    of texts of mixed lengths (conversation turns) was 40 % of what the batch ran."""
 
     def __init__(self, texts: list[str], slice_tokens: int) -> None:
         self.texts = texts
         self.vectors: list[list[float]] = []
         self._slice_tokens = slice_tokens
         self._features: dict[str, Any] | None = None
-        self._rows = len(texts)
-        # Real tokens of the batch (padding not counted), for usage metering.
+        self._lengths: list[int] = []
+        # Real tokens of the batch (padding not counted), for usage metering; and positions run,
+        # padding included (rows times the width of each slice).
         self.tokens = 0
+        self.ran = 0
+
+    def _next_rows(self, start: int) -> int:
+        """How many rows from ``start`` make the next slice: at least one, and while the rows times
+        their longest length fit in ``slice_tokens``."""
+        longest, rows = 0, 0
+        for length in self._lengths[start:]:
+            wider = max(longest, length)
+            if rows and (rows + 1) * wider > self._slice_tokens:
+                break
+            longest, rows = wider, rows + 1
+        return rows
 
     @property
     def done(self) -> bool:
@@ -139,14 +155,14 @@ class _Batch:
             make = getattr(model, "preprocess", None) or model.tokenize
             self._features = make(self.texts)
             self.tokens = _real_tokens(self._features)
-            width = int(self._features["input_ids"].shape[1])
-            self._rows = max(1, self._slice_tokens // max(width, 1))
+            self._lengths = self._features["attention_mask"].sum(dim=1).tolist()
         start = len(self.vectors)
-        stop = min(start + self._rows, n)
-        part = {
-            k: v[start:stop] if isinstance(v, torch.Tensor) and v.ndim > 0 and v.shape[0] == n else v
-            for k, v in self._features.items()
-        }
+        stop = start + self._next_rows(start)
+        # The token positions some row of the slice uses: the padding past the slice's longest
+        # text is cut, on whichever side the tokenizer pads.
+        used = self._features["attention_mask"][start:stop].any(dim=0)
+        self.ran += (stop - start) * int(used.sum())
+        part = {k: self._rows_of(v, start, stop, used, n) for k, v in self._features.items()}
         if session is not None:
             feeds = {k: v.numpy() for k, v in part.items() if isinstance(v, torch.Tensor)}
             (hidden,) = session.run(None, feeds)
@@ -158,6 +174,16 @@ class _Batch:
             self.vectors.extend(out.cpu().numpy().tolist())
         if self.done:
             self._features = None
+
+    @staticmethod
+    def _rows_of(value: Any, start: int, stop: int, used: Any, n: int) -> Any:
+        """Rows ``start:stop`` of one input, at the token positions ``used``."""
+        import torch
+
+        if not (isinstance(value, torch.Tensor) and value.ndim > 0 and value.shape[0] == n):
+            return value
+        rows = value[start:stop]
+        return rows[:, used] if rows.ndim > 1 and rows.shape[1] == used.shape[0] else rows
 
 
 def default_onnx_dir() -> Path:
