@@ -307,12 +307,17 @@ class TestBadFiles:
 
 class TestOtherTenant:
     async def test_other_tenant_cannot_export_or_import(
-        self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
+        self, client: httpx.AsyncClient, api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant
     ):
-        await post(client, tenant_a, f"{SRC}/memories", {"content": "A's private note"})
+        note = await post(client, tenant_a, f"{SRC}/memories", {"content": "A's private note"})
+        other = await post(client, tenant_a, f"{SRC}/memories", {"content": "A's other note"})
+        await post(client, tenant_a, f"{SRC}/contradictions", {"memory_id": note["id"], "other_id": other["id"]})
+        said = [{"role": "user", "content": "A's private decision: we will use Redis.", "timestamp": AT}]
+        ingested = await post(client, tenant_a, f"{SRC}/events", {"session_id": "s-a", "messages": said}, 202)
+        assert (await api.run_job(tenant_a.principal, uuid.UUID(ingested["job_id"]))).status == "succeeded"
         mine = await export(client, tenant_b, SRC)
         assert [r["kind"] for r in mine] == ["header", "end"]
-        assert "A's private note" not in json.dumps(mine)
+        assert "A's private" not in json.dumps(mine)
         r = await client.get("/v1/namespaces/restored/export", headers=tenant_b.headers)
         problem(r, 404, "namespace_not_found")
         r = await client.post("/v1/keys", json={"scopes": ["read"]}, headers=tenant_a.headers)
