@@ -2,9 +2,9 @@
 what a restore keeps (ids to remap, record time, history, vectors).
 
 Each record model derives from the model its kind is written with (`MemoryIn`, `MessageIn`,
-`EntityIn`, `RelationIn`, `TraceIn`, `TraceStepIn`, `ContradictionIn`), so the rules for content, keys, owners,
-metadata, importance, and the text rule and secrets guard of fields.Body, are the write API's,
-defined once. What a file says about who wrote a row (`created_by`) is not kept: the rows are the
+`EntityIn`, `RelationIn`, `TraceIn`, `TraceStepIn`, `ContradictionIn`), so the rules for content,
+keys, owners, metadata, importance, and the text rule and secrets guard of fields.Body, are the
+write API's, defined once. What a file says about who wrote a row (`created_by`) is not kept: the rows are the
 importer's (docs/memory-model.md, "Export and import").
 """
 

@@ -144,6 +144,9 @@ COLUMNS: dict[str, tuple[str, ...]] = {
         "embedding_model",
     ),
 }
+# Kinds a file names by a key that is kept, not remapped to a new id: a session by its own id (the
+# client's), an observation by its session's. Every other kind is named by `id`, remapped on import.
+KEPT_KEYS = {"session": "id", "observation": "session_id"}
 # JSON columns whose missing value is an empty object rather than NULL.
 JSON_OBJECTS = {"metadata", "snapshot"}
 
@@ -222,12 +225,13 @@ class PortabilityOps(FacadeBase):
         cols = COLUMNS[kind]
         pages = repo.pages(s, kind, tenant_id, namespace_id, cols, embeddings=embeddings, size=PAGE)
         async for rows in pages:
-            extras = await _extras(s, kind, tenant_id, [r["id"] for r in rows]) if kind in ("memory", "trace") else {}
+            key = KEPT_KEYS.get(kind, "id")
+            extras = await _extras(s, kind, tenant_id, [r[key] for r in rows])
             for r in rows:
                 out = {c: r[c] for c in cols}
                 if "embedding" in r and r["embedding"] is not None:
                     out["embedding"] = json.loads(r["embedding"])
-                out.update(extras.get(r.get("id"), {}))
+                out.update(extras.get(r[key], {}))
                 if kind == "memory":
                     out.setdefault("entity_ids", [])
                     out.setdefault("history", [])
@@ -422,7 +426,7 @@ def _check_references(models: list[tuple[int, str, Any]]) -> None:
     would hold as the same (an entity name, a current memory key): a file error, not a clash."""
     ids: dict[str, set[str]] = {kind: set() for kind in COLUMNS}
     for n, kind, m in models:
-        field = "session_id" if kind == "observation" else "id"
+        field = KEPT_KEYS.get(kind, "id")
         key = str(getattr(m, field))
         if key in ids[kind]:
             raise ImportInvalid(f"line {n}: a second {kind} with {field} {key}", extra={"line": n, "field": field})
@@ -493,7 +497,7 @@ async def _restore(
     for i, (kind, r) in enumerate(records):
         counts[kind] += 1
         values = {c: _column_value(c, r[c]) for c in COLUMNS[kind] if c in r}
-        if kind not in ("session", "observation"):  # named by a session id, which is kept
+        if kind not in KEPT_KEYS:
             values["id"] = remap(r["id"])
         if kind == "relation":
             values["source_id"], values["target_id"] = remap(r["source_id"]), remap(r["target_id"])
