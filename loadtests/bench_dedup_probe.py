@@ -20,10 +20,9 @@ import json
 import statistics
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from harness import DEFAULT_DATA, embedded_app, sessions
+from harness import DEFAULT_DATA, embedded_app, insert_memories, sessions
 
 
 async def sweep(api: object, tenant_id: uuid.UUID, ns_id: uuid.UUID, model: str, threshold: float, index: bool):
@@ -58,10 +57,8 @@ async def main() -> int:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
-    from sqlalchemy import insert, text
+    from sqlalchemy import text
 
-    from memvault.memories.models import Memory
-    from memvault.memories.service import content_hash
     from memvault.namespaces.schemas import NamespaceIn
     from memvault.principal import Principal
 
@@ -80,30 +77,14 @@ async def main() -> int:
         embed_s = time.perf_counter() - t0
         tenant = await api.create_tenant(f"bench-{uuid.uuid4().hex[:8]}")
         p = Principal.system(tenant.id, subject="bench")
-        now = datetime.now(UTC)
         spaces: dict[int, uuid.UUID] = {}
         for n in sizes:
             await api.create_namespace(p, NamespaceIn(name=f"n{n}"))
             async with api._db.tenant_tx(tenant.id) as tx:
                 spaces[n] = (await api._namespace(tx, p, f"n{n}")).id
-            rows = [
-                {
-                    "tenant_id": tenant.id,
-                    "namespace_id": spaces[n],
-                    "type": "fact",
-                    "content": c,
-                    "scope": "namespace",
-                    "embedding": v,
-                    "embedding_model": embedder.model_id,
-                    "content_hash": content_hash(c),
-                    "created_by": "bench",
-                    "created_at": now - timedelta(seconds=i),
-                }
-                for i, (c, v) in enumerate(zip(texts[:n], vectors[:n], strict=True))
-            ]
-            async with api._db.owner() as s:
-                for i in range(0, len(rows), 1000):
-                    await s.execute(insert(Memory), rows[i : i + 1000])
+            await insert_memories(
+                api, tenant.id, spaces[n], list(zip(texts[:n], vectors[:n], strict=True)), embedder.model_id
+            )
         async with api._db.owner() as s:
             await s.execute(text("ANALYZE memories"))
 

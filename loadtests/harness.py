@@ -114,3 +114,37 @@ async def embedded_app(
         app = create_app(conf, urls=urls, embedder=embedder)
         async with app.router.lifespan_context(app):
             yield Stack(app=app, api=app.state.api, embedder=embedder, urls=urls, settings=conf)
+
+
+async def insert_memories(
+    api: Any, tenant_id: Any, namespace_id: Any, memories: list[tuple[str, list[float]]], model_id: str
+) -> None:
+    """Insert ``memories`` (content, vector) as namespace facts straight into the table, as the
+    owner, a thousand per statement: no embedding, no write path, the newest first by a second
+    each. For benchmarks of what reads or maintains many memories."""
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy import insert
+
+    from memvault.memories.models import Memory
+    from memvault.memories.service import content_hash
+
+    now = datetime.now(UTC)
+    rows = [
+        {
+            "tenant_id": tenant_id,
+            "namespace_id": namespace_id,
+            "type": "fact",
+            "content": c,
+            "scope": "namespace",
+            "embedding": v,
+            "embedding_model": model_id,
+            "content_hash": content_hash(c),
+            "created_by": "bench",
+            "created_at": now - timedelta(seconds=i),
+        }
+        for i, (c, v) in enumerate(memories)
+    ]
+    async with api._db.owner() as s:
+        for i in range(0, len(rows), 1000):
+            await s.execute(insert(Memory), rows[i : i + 1000])
