@@ -15,6 +15,7 @@ from sqlalchemy.engine import make_url
 from memvault.api import NamespaceAPI
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
+from memvault.memories import repository as repo
 from memvault.memories.access import AccessLog
 from memvault.memories.schemas import MemoryIn
 from memvault.retrieval.schemas import SearchIn
@@ -87,6 +88,33 @@ async def test_reading_a_memory_includes_its_pending_searches(slow: NamespaceAPI
     assert read.access_count == 3  # two searches and this read, none of them written before it
     await slow.aclose()
     assert (await counts(slow, found))[found][0] == 3  # the searches were not counted twice
+
+
+async def test_a_read_during_the_write_of_its_count_waits_for_it(
+    slow: NamespaceAPI, tenant_a: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (found,) = await stored(slow, tenant_a, "The zorblax lives under the stairs.")
+    await slow.search(tenant_a.principal, tenant_a.namespace, SearchIn(query="zorblax"))
+    # The write of the search's count has taken it from the log but not yet committed it.
+    gate = asyncio.Event()
+    real = repo.count_accesses
+
+    async def held(*args: object, **kwargs: object) -> None:
+        await gate.wait()
+        await real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(repo, "count_accesses", held)
+    writing = asyncio.create_task(slow._accesses.flush())
+    await asyncio.sleep(0.05)
+
+    reading = asyncio.create_task(slow.get_memory(tenant_a.principal, tenant_a.namespace, found))
+    await asyncio.sleep(0.2)
+    assert not reading.done()  # it waits for the write instead of reading around it
+    gate.set()
+    await writing
+
+    assert (await reading).access_count == 2  # the search and this read
+    assert (await counts(slow, found))[found][0] == 2
 
 
 async def test_a_count_never_reaches_another_tenants_memory(

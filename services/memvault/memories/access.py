@@ -10,11 +10,13 @@ found ten times in that second is written once, +10).
 
 A crash may lose the last interval's counts, never a memory; ``aclose`` writes what is pending.
 Reading one memory (``take``) folds its pending count into that read's own UPDATE, so the count a
-caller is shown includes its own searches on this server.
+caller is shown includes its own searches on this server; a count already on its way to the
+database is waited for instead (a read between a write's start and its commit saw neither).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Iterable
@@ -49,14 +51,21 @@ class AccessLog(DeferredWriter):
         super().__init__(interval_s=interval_s)
         self._max_pending = max_pending
         self._pending: dict[uuid.UUID, dict[uuid.UUID, Pending]] = {}
+        # Batches being written, each with the future their write resolves when it ends.
+        self._writing_batches: list[tuple[dict[uuid.UUID, dict[uuid.UUID, Pending]], asyncio.Future[None]]] = []
 
     def record(self, tenant_id: uuid.UUID, memory_ids: Iterable[uuid.UUID]) -> None:
         now = datetime.now(UTC)
         self._add(tenant_id, {memory_id: Pending(1, now) for memory_id in memory_ids})
         self._wake()
 
-    def take(self, tenant_id: uuid.UUID, memory_id: uuid.UUID) -> int:
-        """Remove and return the pending count of one memory: its reader writes it instead."""
+    async def take(self, tenant_id: uuid.UUID, memory_id: uuid.UUID) -> int:
+        """Remove and return the pending count of one memory: its reader writes it instead. A count
+        of it being written is waited for, so the reader's own UPDATE comes after it."""
+        loop = asyncio.get_running_loop()
+        for batch, written in list(self._writing_batches):
+            if memory_id in batch.get(tenant_id, ()) and written.get_loop() is loop:
+                await asyncio.shield(written)  # a cancelled reader must not cancel the write
         held = self._pending.get(tenant_id, {}).pop(memory_id, None)
         return held.count if held else 0
 
@@ -72,6 +81,17 @@ class AccessLog(DeferredWriter):
     async def flush(self) -> None:
         """Write every pending count now, one transaction per tenant."""
         batch, self._pending = self._pending, {}
+        if not batch:
+            return
+        written: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._writing_batches.append((batch, written))
+        try:
+            await self._write(batch)
+        finally:
+            self._writing_batches = [entry for entry in self._writing_batches if entry[1] is not written]
+            written.set_result(None)
+
+    async def _write(self, batch: dict[uuid.UUID, dict[uuid.UUID, Pending]]) -> None:
         for tenant_id, hits in batch.items():
             if not hits:
                 continue

@@ -243,7 +243,7 @@ class MemoryOps(FacadeBase):
         """One memory by id (any version), including tenant- and system-scope memories."""
         p.require("read", ns)
         # The searches that found it and are not yet written count in this read's own write.
-        pending = self._accesses.take(p.tenant_id, memory_id)
+        pending = await self._accesses.take(p.tenant_id, memory_id)
         try:
             async with self._open(p, ns, scope=None) as (tx, namespace):
                 # One statement both counts the access and returns the row as it now is.
