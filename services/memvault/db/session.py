@@ -29,11 +29,12 @@ log = logging.getLogger(__name__)
 # psycopg turns a statement's %(name)s placeholders into $n on every execute, and remembers the
 # result only for statements up to 4,096 bytes and 50 parameters, a cap meant for ORM-generated
 # INSERTs that differ on every call. The hybrid search statement is one of a few dozen fixed
-# shapes of up to ~24 KB and ~140 parameters: re-splitting it cost about 1.5 ms of Python per search
+# shapes of up to ~36 KB (every filter, twice: the nearest rows in and out of the HNSW graph,
+# migration 0036) and ~140 parameters: re-splitting it cost about 1.5 ms of Python per search
 # (docs/benchmarks.md). These caps still leave a bulk INSERT's thousands of parameters uncached.
 # Both names are psycopg's module constants (psycopg/_queries.py), read at each conversion;
 # psycopg's own LRU (128 statements) bounds the memory.
-STATEMENT_CACHE_BYTES = 32 * 1024
+STATEMENT_CACHE_BYTES = 48 * 1024
 STATEMENT_CACHE_PARAMS = 256
 
 

@@ -66,7 +66,9 @@ def _near_sql(*, exact: bool, named: bool) -> str:
     probe orders by distance (the HNSW scan) and asks for the memory itself too: a probe that does
     not find it has not reached its part of the graph (see near_pairs)."""
     pick = "m.id = ANY(:ids)" if named else "(CAST(:after AS uuid) IS NULL OR m.id > CAST(:after AS uuid))"
-    nearest = "AND b.id <> m.id ORDER BY sim DESC" if exact else "ORDER BY b.embedding <=> m.embedding"
+    # Only rows in the graph are the index's (migration 0036); one kept out of it does not find
+    # itself in its probe and is looked up again exactly, as an island's memory is.
+    nearest = "AND b.id <> m.id ORDER BY sim DESC" if exact else "AND b.in_graph ORDER BY b.embedding <=> m.embedding"
     return f"""
         WITH a AS (
             SELECT m.* FROM memories m

@@ -7,6 +7,7 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     Computed,
     DateTime,
     Float,
@@ -67,6 +68,9 @@ class Memory(Base):
     embedding_model: Mapped[str | None] = mapped_column(Text)
     tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english', content)", persisted=True))
     content_hash: Mapped[str] = mapped_column(Text)
+    # Whether the row's vector is in the HNSW graph; set by the database (migration 0036): past a
+    # few copies of one text, the next stay out and are searched exactly. Deferred: only SQL reads it.
+    in_graph: Mapped[bool] = mapped_column(Boolean, server_default=text("true"), deferred=True)
 
     # Insertion order (migration 0009): the tiebreak of session order, since a batch shares
     # created_at and ids are random.

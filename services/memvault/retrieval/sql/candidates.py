@@ -20,14 +20,22 @@ from memvault.retrieval.sql.words import bm25_candidates
 
 
 def dense_inner(model: Any, where: list[Any], query_vector: Any, model_id: Any, candidates: Any) -> Any:
+    """The ``candidates`` nearest rows passing ``where`` (tenant_id, id, dist). For memories, the
+    rows in the HNSW graph by its index and the few kept out of it exactly (migration 0036)."""
     dist = model.embedding.cosine_distance(query_vector)
-    return (
-        select(model.tenant_id, model.id, dist.label("dist"))
-        .where(*where, model.embedding_model == model_id, model.embedding.is_not(None))
-        .order_by(dist)
-        .limit(candidates)
-        .subquery("dense_inner")
-    )
+
+    def nearest(*more: Any) -> Any:
+        return (
+            select(model.tenant_id, model.id, dist.label("dist"))
+            .where(*where, *more, model.embedding_model == model_id, model.embedding.is_not(None))
+            .order_by(dist)
+            .limit(candidates)
+        )
+
+    if model is not Memory:
+        return nearest().subquery("dense_inner")
+    both = union_all(nearest(Memory.in_graph), nearest(~Memory.in_graph)).subquery("dense_parts")
+    return select(*both.c).order_by(both.c.dist).limit(candidates).subquery("dense_inner")
 
 
 def ts_rank_inner(model: Any, where: list[Any], tsq: Any, candidates: Any, *, word_index: bool) -> Any:

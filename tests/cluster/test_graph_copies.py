@@ -1,0 +1,29 @@
+"""Copies of one text past the cap stay out of the HNSW graph on Citus too (migration 0036): the
+trigger counts in the shard it fires on, whose graph is the one that matters, and the search's
+nearest rows (the shard-local memvault_nearest_keyed, and the filtered read) find them exactly."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from memvault.api import NamespaceAPI
+from tests.conftest import Tenant
+from tests.db.conftest import clone_memory
+from tests.retrieval.test_graph_copies import GRAPH_COPIES, SHAPES, copies_of, dense_ranks, in_graph, stored
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+async def test_copies_past_the_cap_stay_out_of_a_shards_graph_and_are_found(
+    citus_api: NamespaceAPI, citus_a: Tenant, shape: str
+) -> None:
+    text_ = f"The onboarding checklist {uuid.uuid4().hex[:6]} is done"
+    (first, _) = await stored(citus_api, citus_a, text_, "The user drinks green tea")
+    await clone_memory(citus_api, first, GRAPH_COPIES + 2)
+
+    copies = await copies_of(citus_api, first)
+    assert await in_graph(citus_api, copies) == [True] * GRAPH_COPIES + [False] * 3
+    ranks = await dense_ranks(citus_api, citus_a, "is the onboarding checklist done?", SHAPES[shape])
+    assert {rank for memory_id, rank in ranks.items() if memory_id in copies} >= {1}
+    assert len(ranks) == 5  # copies in and out of the graph, and the tea

@@ -1,0 +1,129 @@
+"""Copies of one text in the HNSW graph (migration 0036): pgvector's neighbour selection lets
+hundreds of rows of one vector hold only each other in their neighbour lists, so a memory stored
+near them is reached by no index scan, and a search entering them finds no way out. Past a few
+copies per text, rows stay out of the graph and every nearest-neighbour read takes them exactly.
+
+Each search here runs both ways: unfiltered (``memvault_nearest_keyed``) and filtered (the nearest
+rows read inside the search statement)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from memvault.api import NamespaceAPI
+from memvault.memories.schemas import MemoryFilters, MemoryIn
+from memvault.retrieval.schemas import SearchIn
+from tests.conftest import Tenant
+from tests.db.conftest import clone_memory
+
+GRAPH_COPIES = 8  # migration 0036
+SHAPES = {"unfiltered": None, "filtered": MemoryFilters(state=["tentative", "stable"])}
+
+
+async def stored(api: NamespaceAPI, t: Tenant, *contents: str) -> list[uuid.UUID]:
+    return [m.id for m in await api.store_many(t.principal, t.namespace, [MemoryIn(content=c) for c in contents])]
+
+
+async def in_graph(api: NamespaceAPI, ids: list[uuid.UUID]) -> list[bool]:
+    async with api._db.owner() as s:
+        found = await s.execute(text("SELECT id, in_graph FROM memories WHERE id = ANY(:ids)"), {"ids": ids})
+        rows = dict(found.all())
+    return [rows[i] for i in ids]
+
+
+async def copies_of(api: NamespaceAPI, memory_id: uuid.UUID) -> list[uuid.UUID]:
+    """The rows of the memory's tenant with its text, oldest first."""
+    async with api._db.owner() as s:
+        rows = await s.execute(
+            text(
+                # Joined on the tenant as well: on Citus a join within one shard.
+                "SELECT c.id FROM memories c JOIN memories m ON c.tenant_id = m.tenant_id "
+                "AND c.content_hash = m.content_hash WHERE m.id = :id ORDER BY c.created_at, c.seq"
+            ),
+            {"id": memory_id},
+        )
+        return [r for (r,) in rows]
+
+
+async def dense_ranks(api: NamespaceAPI, t: Tenant, query: str, filters: Any) -> dict[uuid.UUID, int | None]:
+    out = await api.search(t.principal, t.namespace, SearchIn(query=query, limit=5, filters=filters))
+    return {r.memory.id: r.signals.dense_rank for r in out.results}
+
+
+async def test_copies_past_the_cap_stay_out_of_the_graph(api: NamespaceAPI, tenant_b: Tenant) -> None:
+    text_ = f"The onboarding checklist {uuid.uuid4()} is done"
+    (first,) = await stored(api, tenant_b, text_)
+    await clone_memory(api, first, 2 * GRAPH_COPIES)  # one INSERT: each row counts those before it
+
+    flags = await in_graph(api, await copies_of(api, first))
+
+    assert flags == [True] * GRAPH_COPIES + [False] * (GRAPH_COPIES + 1)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+async def test_a_copy_out_of_the_graph_is_found_by_meaning(
+    api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant, shape: str
+) -> None:
+    text_ = f"Priya keeps the spare key {uuid.uuid4().hex[:6]} under the blue flowerpot"
+    (theirs,) = await stored(api, tenant_b, text_)
+    await clone_memory(api, theirs, GRAPH_COPIES)
+    mine = await stored(api, tenant_a, text_, "The user drinks green tea")
+
+    assert await in_graph(api, mine) == [False, True]  # another tenant's copies filled the graph's share
+    ranks = await dense_ranks(api, tenant_a, "where is the spare key hidden?", SHAPES[shape])
+    assert ranks[mine[0]] == 1
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+async def test_another_tenants_copies_do_not_blind_a_large_tenants_search(
+    api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant, shape: str
+) -> None:
+    """A thousand rows of one text in another tenant; a tenant large enough that its nearest rows
+    come from the HNSW index. On the old schema its dense channel found nothing at all for a query
+    near that text: not its own memory, not any of its 4,000 others."""
+    crowd_text = f"Priya's ferry {uuid.uuid4().hex[:4]} to Hydra leaves on Friday"
+    (crowd,) = await stored(api, tenant_b, crowd_text)
+    await clone_memory(api, crowd, 999)
+    monday, tea = await stored(api, tenant_a, crowd_text.replace("Friday", "Monday"), "The user drinks green tea")
+    async with api._db.owner() as s:
+        # 4,000 more memories of tenant A with vectors of their own (random: fast to make).
+        columns = [
+            c
+            for (c,) in await s.execute(
+                text(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = 'memories' "
+                    "AND is_generated = 'NEVER' AND column_name NOT IN ('id', 'embedding', 'content_hash')"
+                )
+            )
+        ]
+        await s.execute(
+            text(
+                f"INSERT INTO memories (id, embedding, content_hash, {', '.join(columns)}) "
+                "SELECT gen_random_uuid(), "
+                "(SELECT array_agg(random() - 0.5 + 0 * g + 0 * d)::vector FROM generate_series(1, 384) d), "
+                f"md5(g::text || m.id::text), {', '.join('m.' + c for c in columns)} "
+                "FROM memories m, generate_series(1, 4000) g WHERE m.id = :id"
+            ),
+            {"id": tea},
+        )
+        await s.execute(text("ANALYZE memories"))
+        plan = "\n".join(
+            r
+            for (r,) in await s.execute(
+                text(
+                    "EXPLAIN SELECT id FROM memories WHERE tenant_id = :t AND in_graph "
+                    "AND embedding IS NOT NULL ORDER BY embedding <=> (SELECT embedding FROM memories "
+                    "WHERE id = :m) LIMIT 50"
+                ),
+                {"t": tenant_a.id, "m": monday},
+            )
+        )
+    assert "ix_memories_embedding" in plan  # the index, not an exact read of the tenant's rows
+
+    ranks = await dense_ranks(api, tenant_a, "When does Priya's ferry to Hydra leave?", SHAPES[shape])
+
+    assert ranks.get(monday) == 1
