@@ -167,6 +167,9 @@ def upgrade() -> None:
     op.execute(_nearest(schema, path, graph=True))
     if citus:
         _shard_local("memvault_nearest_keyed")
+    # Statistics of the new column at once: without them the planner takes half of every slot to
+    # be out of the graph and may read a large slot exactly instead of by the index.
+    op.execute("ANALYZE memories")
 
 
 def downgrade() -> None:
