@@ -33,6 +33,7 @@ Create Date: 2026-12-06
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from alembic import op
 
@@ -87,18 +88,19 @@ def _nearest(schema: str, path: str, *, graph: bool) -> str:
         $$"""
 
 
+def _revision(module: str) -> Any:
+    return importlib.import_module(f"memvault.db.migrations.versions.{module}")
+
+
 def _schema_and_path() -> tuple[str, str]:
-    bind = op.get_bind()
-    schema = bind.exec_driver_sql("SELECT current_schema()").scalar_one()
-    vector = bind.exec_driver_sql(
-        "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'vector'"
-    ).scalar_one()
-    return schema, ", ".join(dict.fromkeys(["pg_catalog", schema, vector]))
+    """The schema the function reads and the search path it runs with, as 0016 made them."""
+    schema, path = _revision("0016_search_functions_tenant")._schema_and_path()
+    return schema, path
 
 
 def _shard_local(name: str) -> None:
     # 0035's rewrite into the version that reads the tenant's shard by name.
-    importlib.import_module("memvault.db.migrations.versions.0035_citus_shard_functions").shard_local(name)
+    _revision("0035_citus_shard_functions").shard_local(name)
 
 
 def upgrade() -> None:
