@@ -11,7 +11,8 @@ import pytest
 from memvault.api import NamespaceAPI
 from tests.conftest import Tenant
 from tests.db.conftest import clone_memory
-from tests.retrieval.test_graph_copies import GRAPH_COPIES, SHAPES, copies_of, dense_ranks, in_graph, stored
+from tests.memories.test_access import stored
+from tests.retrieval.test_graph_copies import GRAPH_COPIES, SHAPES, copies_of, dense_ranks, in_graph
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -15,17 +15,14 @@ import pytest
 from sqlalchemy import text
 
 from memvault.api import NamespaceAPI
-from memvault.memories.schemas import MemoryFilters, MemoryIn
+from memvault.memories.schemas import MemoryFilters
 from memvault.retrieval.schemas import SearchIn
 from tests.conftest import Tenant
 from tests.db.conftest import clone_memory
+from tests.memories.test_access import stored
 
 GRAPH_COPIES = 8  # migration 0036
 SHAPES = {"unfiltered": None, "filtered": MemoryFilters(state=["tentative", "stable"])}
-
-
-async def stored(api: NamespaceAPI, t: Tenant, *contents: str) -> list[uuid.UUID]:
-    return [m.id for m in await api.store_many(t.principal, t.namespace, [MemoryIn(content=c) for c in contents])]
 
 
 async def in_graph(api: NamespaceAPI, ids: list[uuid.UUID]) -> list[bool]:

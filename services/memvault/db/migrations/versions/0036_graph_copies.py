@@ -45,67 +45,55 @@ depends_on = None
 # Copies of one text (and model) in one graph; the next go around it. Well under a level-0
 # neighbour list (32), so copies never fill one.
 GRAPH_COPIES = 8
-CURRENT_TENANT = "NULLIF(current_setting('app.tenant_id', true), '')::uuid"
-SYSTEM_TENANT = "'00000000-0000-0000-0000-000000000000'::uuid"
-SCOPE_CHAIN = f"""((m.tenant_id = {CURRENT_TENANT}
-                    AND (m.namespace_id = p_namespace OR (m.namespace_id IS NULL AND m.scope = 'tenant')))
-                   OR (m.tenant_id = {SYSTEM_TENANT} AND m.scope = 'system'))"""
-LIVE = "m.superseded_at IS NULL AND m.state IN ('tentative', 'stable')"
 HNSW = "USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
-
-
-def _citus() -> bool:
-    bind = op.get_bind()
-    return bool(bind.exec_driver_sql("SELECT count(*) FROM pg_extension WHERE extname = 'citus'").scalar_one())
-
-
-def _nearest(schema: str, path: str, *, graph: bool) -> str:
-    """memvault_nearest_keyed's definition: with ``graph``, the graph's rows by the index and the
-    rest exactly; without, 0016's (every row in one scan)."""
-    where = f"""{SCOPE_CHAIN}
-              AND {LIVE}
-              AND m.embedding_model = p_model AND m.embedding IS NOT NULL"""
-    one = "SELECT m.tenant_id, m.id, m.embedding <=> p_vector AS dist FROM {schema}.memories m WHERE {where}"
-    if graph:
-        body = f"""
-            SELECT n.tenant_id, n.id, n.dist FROM (
-                ({one.format(schema=schema, where=where)} AND m.in_graph ORDER BY dist LIMIT p_limit)
-                UNION ALL
-                ({one.format(schema=schema, where=where)} AND NOT m.in_graph ORDER BY dist LIMIT p_limit)
-            ) n
-            ORDER BY n.dist
-            LIMIT p_limit"""
-    else:
-        body = f"{one.format(schema=schema, where=where)} ORDER BY dist LIMIT p_limit"
-    return f"""
-        CREATE OR REPLACE FUNCTION memvault_nearest_keyed(
-            p_namespace uuid, p_vector vector, p_model text, p_limit integer
-        ) RETURNS TABLE (tenant_id uuid, id uuid, dist float8) ROWS 50
-        LANGUAGE sql STABLE
-        SET search_path = {path}
-        SET plan_cache_mode = force_custom_plan
-        AS $$ {body}
-        $$"""
+NEAREST = "memvault_nearest_keyed"
 
 
 def _revision(module: str) -> Any:
     return importlib.import_module(f"memvault.db.migrations.versions.{module}")
 
 
-def _schema_and_path() -> tuple[str, str]:
-    """The schema the function reads and the search path it runs with, as 0016 made them."""
-    schema, path = _revision("0016_search_functions_tenant")._schema_and_path()
-    return schema, path
+# 0016 made memvault_nearest_keyed (its scope chain, its parameters); 0035 rewrites a function
+# into the version that reads the tenant's shard by name, on Citus.
+SEARCH_FUNCTIONS = _revision("0016_search_functions_tenant")
+CITUS = _revision("0035_citus_shard_functions")
 
 
-def _shard_local(name: str) -> None:
-    # 0035's rewrite into the version that reads the tenant's shard by name.
-    _revision("0035_citus_shard_functions").shard_local(name)
+def _create(schema: str, path: str, definition: str | None) -> str:
+    """memvault_nearest_keyed as 0016 declared it (parameters, result, row estimate), with
+    ``definition`` (attributes and body); 0016's own when None."""
+    parameters, columns, made, rows = SEARCH_FUNCTIONS._functions(schema, path)[SEARCH_FUNCTIONS.NEAREST]
+    header = f"CREATE OR REPLACE FUNCTION {NEAREST}({parameters}) RETURNS TABLE ({columns}) ROWS {rows}"
+    return f"{header} {definition or made}"
+
+
+def _nearest(schema: str, path: str) -> str:
+    """memvault_nearest_keyed reading the graph's rows by the index and the rest exactly."""
+    one = f"""SELECT m.tenant_id, m.id, m.embedding <=> p_vector AS dist FROM {schema}.memories m
+              WHERE {SEARCH_FUNCTIONS.SCOPE_CHAIN}
+              AND {SEARCH_FUNCTIONS.LIVE}
+              AND m.embedding_model = p_model AND m.embedding IS NOT NULL"""
+    return _create(
+        schema,
+        path,
+        f"""LANGUAGE sql STABLE
+        SET search_path = {path}
+        SET plan_cache_mode = force_custom_plan
+        AS $$
+            SELECT n.tenant_id, n.id, n.dist FROM (
+                ({one} AND m.in_graph ORDER BY dist LIMIT p_limit)
+                UNION ALL
+                ({one} AND NOT m.in_graph ORDER BY dist LIMIT p_limit)
+            ) n
+            ORDER BY n.dist
+            LIMIT p_limit
+        $$""",
+    )
 
 
 def upgrade() -> None:
-    schema, path = _schema_and_path()
-    citus = _citus()
+    schema, path = SEARCH_FUNCTIONS._schema_and_path()
+    citus = CITUS._citus()
     if citus:
         op.execute("SET LOCAL citus.multi_shard_modify_mode = 'sequential'")
         op.execute("SET LOCAL citus.enable_unsafe_triggers = on")
@@ -166,19 +154,19 @@ def upgrade() -> None:
         ON memories FOR EACH ROW EXECUTE FUNCTION memvault_graph_admit()
         """
     )
-    op.execute(_nearest(schema, path, graph=True))
+    op.execute(_nearest(schema, path))
     if citus:
-        _shard_local("memvault_nearest_keyed")
+        CITUS.shard_local(NEAREST)
     # Statistics of the new column at once: without them the planner takes half of every slot to
     # be out of the graph and may read a large slot exactly instead of by the index.
     op.execute("ANALYZE memories")
 
 
 def downgrade() -> None:
-    if _citus():
+    if CITUS._citus():
         raise RuntimeError("migration 0036 cannot be undone on Citus; restore the backup taken before 0032")
-    schema, path = _schema_and_path()
-    op.execute(_nearest(schema, path, graph=False))
+    schema, path = SEARCH_FUNCTIONS._schema_and_path()
+    op.execute(_create(schema, path, None))  # 0016's definition back, as it made it
     op.execute("DROP TRIGGER memories_graph_admit ON memories")
     op.execute("DROP FUNCTION memvault_graph_admit()")
     op.execute("DROP INDEX ix_memories_off_graph")
