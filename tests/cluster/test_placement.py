@@ -35,6 +35,22 @@ def where_is(cluster: local.Cluster, tenant: Tenant) -> tuple[int, tuple[str, in
         return shard, repository.placement(conn, shard)
 
 
+def analysed(cluster: local.Cluster, shard: int) -> bool:
+    """Whether the ``memories`` shard of ``shard``'s group has statistics on its node (a split or a
+    move makes new shard tables, without any until analysed)."""
+    with psycopg.connect(cluster.uri(), autocommit=True) as conn:
+        name, port = conn.execute(
+            "SELECT cs.shard_name::text, cs.nodeport FROM citus_shards cs JOIN pg_dist_shard s USING (shardid)"
+            " WHERE cs.table_name = 'memories'::regclass"
+            " AND s.shardminvalue = (SELECT shardminvalue FROM pg_dist_shard WHERE shardid = %s)",
+            (shard,),
+        ).fetchone()
+    node = next(n for n in cluster.nodes if n.port == port)
+    with psycopg.connect(node.uri(), autocommit=True) as conn:
+        conn.execute("SET citus.override_table_visibility = off")  # else a worker hides its shards
+        return bool(conn.execute("SELECT count(*) FROM pg_stats WHERE tablename = %s", (name,)).fetchone()[0])
+
+
 async def test_a_history_row_on_a_worker_without_its_memory_is_a_503_not_a_500(
     citus_urls: DatabaseUrls, citus_a: Tenant
 ) -> None:
@@ -91,6 +107,7 @@ async def test_a_small_tenant_moves_in_block_writes_mode_while_it_writes(
     writer = asyncio.create_task(keep_writing())
     await asyncio.sleep(0.2)
     done = await asyncio.to_thread(isolate)
+    assert analysed(citus_cluster, done.shard)
     await asyncio.sleep(0.2)
     stop.set()
     await writer
@@ -205,6 +222,8 @@ async def move_under_load(
     began = time.monotonic()
     done = await asyncio.to_thread(move)
     took = time.monotonic() - began
+    # Searches right after the move are planned with statistics, not a minute later (autovacuum).
+    assert analysed(cluster, done.shard)
     await asyncio.sleep(0.5)
     stop.set()
     await asyncio.gather(*workers)

@@ -69,6 +69,7 @@ def isolate_tenant(
         raise PlacementError(f"{to[0]}:{to[1]} is not an active worker of this cluster")
     shard = repository.tenant_shard(conn, tenant_id)
     where = before = repository.placement(conn, shard)
+    span = repository.shard_range(conn, shard)  # the tenant's and its neighbours' new shards end up within it
     already = repository.shard_is_isolated(conn, shard)
     if mode == "logical" and (not already or (to is not None and where != to)):
         _require_logical_wal(conn)
@@ -80,6 +81,8 @@ def isolate_tenant(
     if to is not None and where != to:
         repository.move(conn, shard, where, to, "force_logical" if mode == "logical" else "block_writes")
         where = to
+    if not already or where != before:
+        repository.analyse_within(conn, *span)
     return Placement(tenant_id, shard, where[0], where[1], isolated=not already, moved=where != before)
 
 
