@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from memvault.config import Settings
 from memvault.db.urls import DatabaseUrls, resolve
+from memvault.observability.samples import writer_alive
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -73,7 +74,7 @@ def metrics_dir(workers: int) -> Iterator[None]:
         folder = Path(given)
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.glob("*.db"):
-            if not _alive(stale):
+            if not writer_alive(stale):
                 stale.unlink()
         yield
         return
@@ -86,22 +87,6 @@ def metrics_dir(workers: int) -> Iterator[None]:
         yield
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _alive(samples: Path) -> bool:
-    """Whether the process that writes ``samples`` (prometheus_client names them ``<kind>_<pid>.db``)
-    still runs: a live process keeps writing to the file it opened, so deleting it would lose them."""
-    try:
-        pid = int(samples.stem.rsplit("_", 1)[1])
-    except (IndexError, ValueError):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return True
 
 
 def worker_app() -> FastAPI:

@@ -1,6 +1,7 @@
 """SLOW (about a minute): `memvault serve --workers 2` as real processes. Both workers answer on
 one port, one embedded PostgreSQL serves them, the first start's key is printed once, /metrics
-sums both processes, and SIGTERM lets a request in flight finish before everything stops."""
+sums both processes (and forgets a killed one's live gauges once it is restarted), and SIGTERM lets
+a request in flight finish before everything stops."""
 
 from __future__ import annotations
 
@@ -132,6 +133,15 @@ class TestWorkers:
             # Both processes' samples in one scrape: requests counted by either are summed.
             scraped = httpx.get(f"{run.base}/metrics").text
             assert in_flight_limit(scraped) == WORKERS * 32
+
+            # A worker killed outright is restarted; the scrape stops counting its live gauges
+            # (they were summed in for good: a limit of three workers' worth, with two running).
+            psutil.Process(min(pids)).kill()
+            deadline = time.monotonic() + 120
+            while not access_pids(run, "/v1/namespaces/{ns}/search") - pids and time.monotonic() < deadline:
+                asyncio.run(concurrent_searches(run.base, headers, 8))  # until the new worker has answered
+            limit = in_flight_limit(httpx.get(f"{run.base}/metrics").text)
+            assert limit == WORKERS * 32, f"{limit}\n{run.logs()}"
 
             postmaster = postmaster_pid(data_dir)
             status = asyncio.run(request_during_sigterm(run, key.group(1)))

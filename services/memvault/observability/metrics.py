@@ -15,6 +15,7 @@ import functools
 import os
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 from wsgiref.simple_server import WSGIServer
 
@@ -32,6 +33,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY, Collector
 
 from memvault.observability import tracing
+from memvault.observability.samples import writer_alive
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -220,9 +222,19 @@ def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
+def _forget_dead(folder: str) -> None:
+    """Drop the live gauges (in flight, their limit, pools in use) of processes gone without
+    `process_exited`: a worker killed, or crashed, and restarted by uvicorn under a new pid would
+    otherwise be summed in for good, its requests in flight and its admission limit with them."""
+    for samples in Path(folder).glob("gauge_live*_*.db"):
+        if not writer_alive(samples):
+            multiprocess.mark_process_dead(int(samples.stem.rsplit("_", 1)[1]), folder)
+
+
 def render(queue_depth: Mapping[str, int]) -> tuple[bytes, str]:
     """The scrape: every process's samples (multiprocess mode) or this one's, plus scraped values."""
-    if multiprocess_dir():
+    if folder := multiprocess_dir():
+        _forget_dead(folder)
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
     else:
