@@ -15,6 +15,7 @@ throwaway virtualenv that has detect-secrets: PYTHONPATH=services <venv>/bin/pyt
 from __future__ import annotations
 
 import argparse
+import importlib
 import importlib.util
 import json
 import subprocess
@@ -40,16 +41,39 @@ def _load(name: str, path: Path) -> ModuleType:
     return module
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], check=True, capture_output=True, text=True).stdout
+
+
+def _memvault_modules() -> dict[str, ModuleType]:
+    return {n: m for n, m in sys.modules.items() if n == "memvault" or n.startswith("memvault.")}
+
+
 def _guard_at(ref: str) -> ModuleType:
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{ref}:services/memvault/guard.py"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    path = Path(tempfile.mkdtemp()) / "guard_before.py"
-    path.write_text(source)
-    return _load("guard_before", path)
+    """`memvault.guard` as it was at `ref` (one module, or the package it became), imported from a
+    copy of its files while the working tree's memvault modules are set aside, so that neither
+    version picks up the other's rules."""
+    root = Path(tempfile.mkdtemp())
+    for name in _git("ls-tree", "-r", "--name-only", ref, "services/memvault/").split():
+        rel = name.removeprefix("services/")
+        if rel in ("memvault/__init__.py", "memvault/errors.py", "memvault/guard.py") or rel.startswith(
+            "memvault/guard/"
+        ):
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(_git("show", f"{ref}:{name}"))
+    own = _memvault_modules()
+    for name in own:
+        del sys.modules[name]
+    sys.path.insert(0, str(root))
+    importlib.invalidate_caches()
+    try:
+        return importlib.import_module("memvault.guard")
+    finally:
+        sys.path.remove(str(root))
+        for name in _memvault_modules():
+            del sys.modules[name]
+        sys.modules.update(own)
 
 
 # detect-secrets' rules for named vendors, without its entropy, keyword and public-IP heuristics
@@ -183,7 +207,7 @@ def main() -> None:
 
     corpus_mod = _load("guard_corpus_data", ROOT / "tests" / "guard" / "corpus.py")
     corpus = corpus_mod.build()
-    after = _load("guard_after", ROOT / "services" / "memvault" / "guard.py")
+    after = importlib.import_module("memvault.guard")
     before = _guard_at(args.before)
     detectors: dict[str, Callable[[str], object]] = {
         f"before ({args.before})": before.find_secret,

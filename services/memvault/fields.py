@@ -2,7 +2,7 @@
 
 PostgreSQL `text` and `jsonb` refuse NUL and unpaired surrogates, and a string nobody bounded turns a
 request into a 500 or a row that breaks every later read of its namespace. Secrets must never be
-stored (guard.py). So every request model derives from `Body`, whose validator walks each field's
+stored (guard/). So every request model derives from `Body`, whose validator walks each field's
 value (strings, dict keys, nested lists and dicts) and applies, by default:
 
 - the text rule: no NUL, valid Unicode, at most `MAX_TEXT` characters (a field's own `max_length`

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from memvault.errors import InvalidInput
-from memvault.guard import Finding, SecretDetected, ensure_no_secrets, find_secret
+from memvault.guard import SecretDetected, ensure_no_secrets, find_secret
+from memvault.guard.rules import Finding
 
 ALNUM = string.ascii_letters + string.digits
 UPPER_ALNUM = string.ascii_uppercase + string.digits

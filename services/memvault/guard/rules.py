@@ -1,23 +1,11 @@
-"""The secrets guard: every write path refuses content that looks like a credential.
+"""What a secret looks like: the rules `scan` applies to a text (`memvault.guard` applies them to
+text as written, then as `normalising` rewrites it).
 
-A memory is read back by agents, embedded, summarised and shown in dashboards, so a secret that gets
-in leaks everywhere. The error names the kind of secret and where it was, never the secret itself.
-
-False positives are costly too: users store prose about keys, tokens and databases. So every rule
+False positives are costly: users store prose about keys, tokens and databases. So every rule
 wants a shape (a vendor prefix, a fixed length, a PEM body, a password inside a URL) or, for
 `password=...`-style assignments, a value that is long, mixed and high-entropy. Bare prefixes
 ("AKIA is the AWS prefix"), placeholders (`<password>`, `${TOKEN}`, `***`) and short human
 passwords in prose ("my password is hunter2") pass.
-
-Secrets are also hidden, on purpose or by a copy through some encoder, so a text the rules pass as
-written is normalised and checked again: compatibility forms folded (NFKD: fullwidth and math
-letters), combining marks and invisible characters (zero-width space, soft hyphen, bidi controls)
-dropped, Cyrillic and Greek look-alikes mapped to Latin, percent, JSON and HTML escapes, escaped and
-defanged dots undone; a vendor prefix followed by chunks a space apart is joined back; base64 runs
-that decode to text are checked like the text itself (two levels deep). Only the windows around
-what normalising changes are checked again, so plain ASCII prose costs what it did. The same
-trade-off holds after normalising: joins stop at a chunk that reads as a word, decoded base64 must
-be printable text, and the rules still want their shapes.
 
 Every pattern is anchored on a literal or a character-class boundary and its quantifiers never
 overlap (where a class must admit a character conditionally, as '&' in a password but not before
@@ -31,23 +19,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import html
 import json
 import math
 import re
-import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
-from urllib.parse import unquote
-
-from memvault.errors import InvalidInput
-
-
-class SecretDetected(InvalidInput):
-    code = "secret_detected"
-    title = "Secret detected"
 
 
 @dataclass(frozen=True)
@@ -89,7 +66,7 @@ def _entropy(value: str) -> float:
     return -sum(c / n * math.log2(c / n) for c in Counter(value).values())
 
 
-def _char_classes(value: str) -> tuple[bool, bool, bool, bool]:
+def char_classes(value: str) -> tuple[bool, bool, bool, bool]:
     return (
         any(c.islower() for c in value),
         any(c.isupper() for c in value),
@@ -103,7 +80,7 @@ def _looks_random(value: str, min_len: int) -> bool:
     (hex and lowercase-alphanumeric tokens). Passphrases of plain words do not qualify."""
     if len(value) < min_len or _entropy(value) < _MIN_ENTROPY:
         return False
-    lower, upper, digit, other = _char_classes(value)
+    lower, upper, digit, other = char_classes(value)
     classes = lower + upper + digit + other
     return classes >= 3 or (digit and (lower or upper) and len(value) >= 20)
 
@@ -118,7 +95,7 @@ def _is_placeholder(value: str) -> bool:
     )
 
 
-def _secret_value(value: str) -> bool:
+def secret_value(value: str) -> bool:
     """The value side of `password=...`: a real credential, not a placeholder or a code reference."""
     return (
         _looks_random(value, _MIN_GENERIC_LEN)
@@ -159,7 +136,7 @@ def _has_digit(m: re.Match[str]) -> bool:
 
 
 def _mixed_case(m: re.Match[str]) -> bool:
-    lower, upper, _, _ = _char_classes(m.group(0))
+    lower, upper, _, _ = char_classes(m.group(0))
     return lower and upper
 
 
@@ -202,13 +179,13 @@ def _authorization(m: re.Match[str]) -> bool:
 
 
 # Pagination cursors (next_page_token=...) are high-entropy but grant nothing.
-_PAGINATION_NAME = re.compile(r"(?i)(?:page|next|continuation|sync|resume|cursor)[_-]?$")
+PAGINATION_NAME = re.compile(r"(?i)(?:page|next|continuation|sync|resume|cursor)[_-]?$")
 
 
 def _assignment(m: re.Match[str]) -> bool:
-    if _PAGINATION_NAME.search(m.string, max(0, m.start() - 24), m.start()):
+    if PAGINATION_NAME.search(m.string, max(0, m.start() - 24), m.start()):
         return False
-    return _secret_value(m.group(1))
+    return secret_value(m.group(1))
 
 
 # -- rules, most specific first: the first rule that matches names the kind -----------------------
@@ -225,7 +202,7 @@ class _Rule:
 # Secret names for assignments and JSON keys; matched as a suffix, so DB_PASSWORD, clientSecret,
 # x-api-key and GITHUB_TOKEN count, while tokenizer=, token_type= and max_tokens: do not.
 _SECRET_NAME = r"(?:api[_-]?key|secret(?:[_-]?(?:access[_-]?)?key)?|private[_-]?key|token|password|passwd)"
-_SECRET_KEY_NAME = re.compile(rf"(?i){_SECRET_NAME}$")
+SECRET_KEY_NAME = re.compile(rf"(?i){_SECRET_NAME}$")
 
 _RULES: tuple[_Rule, ...] = (
     _Rule(
@@ -374,7 +351,8 @@ _RULES: tuple[_Rule, ...] = (
     ),
 )
 
-_GENERIC = _RULES[-1].finding
+# What a secret-looking value under a secret-named key is reported as (the guard's walk of a body).
+GENERIC = _RULES[-1].finding
 
 # What every match of a rule contains, lowercased: a rule none of whose needles is in the text is
 # skipped. A substring search is ~50x cheaper than a regex pass that tries every position, and
@@ -412,7 +390,8 @@ _NEEDLES: dict[str, tuple[str, ...]] = {
 _RULES_AND_NEEDLES = tuple((rule, _NEEDLES[rule.finding.kind]) for rule in _RULES)
 
 
-def _scan(text: str) -> Finding | None:
+def scan(text: str) -> Finding | None:
+    """The first kind of secret the rules find in `text` as written, or None."""
     lowered = text.lower()
     for rule, needles in _RULES_AND_NEEDLES:
         for needle in needles:
@@ -424,203 +403,3 @@ def _scan(text: str) -> Finding | None:
             if all(check(m) for check in rule.checks):
                 return rule.finding
     return None
-
-
-# -- normalising: the same secret written so that the rules above would not see it ----------------
-
-# Combining marks (after NFKD, so an accent added to a token's last letter goes away) and characters
-# that render as nothing: zero-width space/joiners, bidi controls, soft hyphen, word joiner, BOM,
-# variation selectors, Hangul fillers, tags.
-_MARKS_AND_INVISIBLE = re.compile(
-    "[\u0300-\u036f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
-    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000e0000-\U000e0fff]"
-)
-# Cyrillic and Greek letters drawn like Latin ones (Unicode keeps them apart; fullwidth and
-# mathematical letters its compatibility decomposition already folds).
-_HOMOGLYPHS = str.maketrans(
-    "АВЕКМНОРСТХУЅІЈҮӀаеорсухѕіјһԁԛԝӏ"  # noqa: RUF001 (Cyrillic)
-    "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧοναιρυχκϲϳıɑ",
-    "ABEKMHOPCTXYSIJYIaeopcyxsijhdqwlABEZHIKMNOPTYXovaipuxkcjia",
-)
-# Escapes that only hide punctuation: \. \/ \_ (a JWT written for a regex or a JSON string),
-# defanged dots ([.] (.)), and JSON's \u002e.
-# Only from the start of a run of backslashes, and possessive: a run not followed by punctuation
-# fails once, instead of once per starting position (quadratic on a 32 KB run).
-_BACKSLASH_PUNCT = re.compile(r"(?<!\\)\\++(?=[^\w\s\\])")
-_DEFANGED_DOT = re.compile(r"[\[(]\.[\])]")
-_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
-_PERCENT = re.compile(r"%[0-9a-fA-F]{2}")
-# A vendor prefix followed by chunks a space apart ("AKIAIOSF ODNN7EXAMPLE"): the chunks are
-# joined one by one and the joins re-checked. It starts only where a chunk starts (the lookbehind
-# excludes the chunk's own characters), so "-ghp_-ghp_..." is one attempt, not one per prefix.
-_SPLIT_TOKEN = re.compile(
-    r"(?<![A-Za-z0-9_.-])(?:(?i:akia|asia)|gh[pousr]_|github_pat_|glpat-|xox[abposr]-|[sr]k_(?:live|test)_|sk-"
-    r"|AIza|GOCSPX-|SG\.|SK[0-9a-f]|npm_|pypi-|hf_|mv_|sq0csp-|eyJ)[A-Za-z0-9_.-]*(?:[ \t][A-Za-z0-9_.-]+){1,8}"
-)
-# Base64 (standard or URL-safe) long enough to hold the shortest secret we know (20 characters).
-_BASE64_CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{24,}={0,2}")
-_MAX_DECODE_DEPTH = 2  # base64 of base64 of a token; each level is 3/4 of the one before
-
-
-def _fold(text: str) -> str:
-    """Fullwidth and other compatibility forms, accents, invisible characters and homoglyphs to
-    plain ASCII (NFKD rather than NFKC: the same folding, with the marks left apart to drop)."""
-    if text.isascii():
-        return text
-    return _MARKS_AND_INVISIBLE.sub("", unicodedata.normalize("NFKD", text)).translate(_HOMOGLYPHS)
-
-
-def _unescape(text: str) -> str:
-    if "%" in text and _PERCENT.search(text):
-        # Twice: %255F is a percent-encoded %5F.
-        text = unquote(unquote(text))
-    if "\\" in text:
-        text = _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
-        text = _BACKSLASH_PUNCT.sub("", text)
-    if "." in text and ("[." in text or "(." in text):
-        text = _DEFANGED_DOT.sub(".", text)
-    if "&" in text and ";" in text:
-        text = html.unescape(text)
-    return text
-
-
-# A chunk that reads as a word ends the join: "ghp_ tokens are GitHub classic personal access"
-# joins to exactly a token's length of letters.
-_WORD = re.compile(r"[A-Z]?[a-z]+")
-
-
-def _joins(text: str) -> Iterator[str]:
-    for m in _SPLIT_TOKEN.finditer(text):
-        chunks = m.group(0).split()
-        joined = chunks[0]
-        for chunk in chunks[1:]:
-            if _WORD.fullmatch(chunk) or len(joined) > 300:
-                break
-            joined += chunk
-            lower, upper, digit, _ = _char_classes(joined)
-            if len(joined) >= 20 and (digit or (lower and upper)):
-                yield joined
-
-
-def _decoded_base64(text: str) -> Iterator[str]:
-    for m in _BASE64_CANDIDATE.finditer(text):
-        run = m.group(0).rstrip("=").replace("-", "+").replace("_", "/")
-        if len(run) % 4 == 1:
-            continue
-        try:
-            decoded = base64.b64decode(run + "=" * (-len(run) % 4), validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError):
-            continue
-        # Text, not bytes that happen to be valid UTF-8: a random or binary run almost never is.
-        if decoded.isprintable() or all(c.isprintable() or c in "\t\r\n" for c in decoded):
-            yield decoded
-
-
-# What normalising changes: anything outside ASCII, percent escapes, backslashes, defanged dots and
-# HTML entities. Only the text around them is normalised and checked again, so a 32 KB note with
-# one accented name costs one small window, not a second pass over all of it.
-_DIRTY = re.compile(r"[^\x00-\x7f]+|(?:%[0-9A-Fa-f]{2})+|\\+|\[\.\]|\(\.\)|&#?[A-Za-z0-9]+;")
-_WINDOW = 512  # either side of a change: longer than any token the rules know (PEM looks 400 ahead)
-
-
-def _normalised_windows(text: str) -> Iterator[str]:
-    start = end = -1
-    for m in _DIRTY.finditer(text):
-        lo, hi = max(0, m.start() - _WINDOW), m.end() + _WINDOW
-        if lo > end >= 0:
-            yield from _normalised(text, start, end)
-            start = -1
-        if start < 0:
-            start = lo
-        end = max(end, hi)
-    if end >= 0:
-        yield from _normalised(text, start, end)
-
-
-def _normalised(text: str, start: int, end: int) -> Iterator[str]:
-    # Widen to whitespace (a little), so the cut does not make a word's tail look like a token's start.
-    floor, ceiling = max(0, start - 64), min(len(text), end + 64)
-    while start > floor and not text[start - 1].isspace():
-        start -= 1
-    while end < ceiling and not text[end].isspace():
-        end += 1
-    window = text[start:end]
-    if (normal := _unescape(_fold(window))) != window:
-        yield normal
-
-
-def _find_hidden(text: str, depth: int) -> Finding | None:
-    parts = [text, *_normalised_windows(text)]
-    for normal in parts[1:]:
-        if finding := _scan(normal):
-            return finding
-    decoded_seen: set[str] = set()
-    for part in parts:
-        for joined in _joins(part):
-            if finding := _scan(joined):
-                return finding
-        if depth >= _MAX_DECODE_DEPTH:
-            continue
-        for decoded in _decoded_base64(part):
-            if decoded not in decoded_seen:
-                decoded_seen.add(decoded)
-                if finding := _scan(decoded) or _find_hidden(decoded, depth + 1):
-                    return finding
-    return None
-
-
-def find_secret(text: str) -> Finding | None:
-    """The first kind of secret found in `text`, or None: as written, then normalised (see the module docstring)."""
-    return _scan(text) or _find_hidden(text, 0)
-
-
-# -- walking request bodies ------------------------------------------------------------------------
-
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-
-
-def _child(path: str, key: str) -> str:
-    return f"{path}.{key}" if _IDENTIFIER.fullmatch(key) else f"{path}[{json.dumps(key)}]"
-
-
-def _article(label: str) -> str:
-    return "an" if label[0].lower() in "aeio" or label.startswith("npm") else "a"
-
-
-def _raise(finding: Finding, path: str, where: str) -> NoReturn:
-    raise SecretDetected(
-        f"{where} looks like it contains {_article(finding.label)} {finding.label}; "
-        "memvault never stores secrets. Remove it and retry.",
-        extra={"field": path, "kind": finding.kind},
-    )
-
-
-def ensure_no_secrets(value: object, *, field: str) -> None:
-    """Raise SecretDetected if `value` (a str, or dict/list nested JSON: check both keys and string values, recursively)
-    holds a secret. `field` names where it came from; for nested values report a path like `metadata.db.password` or
-    `messages[2].content`."""
-    if isinstance(value, str):
-        if finding := find_secret(value):
-            _raise(finding, field, field)
-    elif isinstance(value, Mapping):
-        for raw_key, item in value.items():
-            key = str(raw_key)
-            # A key that is itself a secret must not end up in the reported path: report the parent.
-            if finding := find_secret(key):
-                _raise(finding, field, f"a key in {field}")
-            path = _child(field, key)
-            # {"password": "Xk9#..."}: the key supplies the name the value alone lacks (both folded,
-            # so "pass\u200bword" still names it).
-            name_key = _fold(key)
-            name = _SECRET_KEY_NAME.search(name_key)
-            if (
-                isinstance(item, str)
-                and name
-                and not _PAGINATION_NAME.search(name_key, 0, name.start())
-                and _secret_value(_fold(item).strip())
-            ):
-                _raise(_GENERIC, path, path)
-            ensure_no_secrets(item, field=path)
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            ensure_no_secrets(item, field=f"{field}[{i}]")
