@@ -31,7 +31,8 @@ from memvault.members.signup import SignupOps
 from memvault.memories.service import MemoryOps
 from memvault.namespaces.service import NamespaceOps
 from memvault.oauth.accounts import AccountOps
-from memvault.oauth.service import OAuthOps
+from memvault.oauth.signin import SignInOps
+from memvault.oauth.tokens import TokenOps
 from memvault.observations.service import ObservationOps
 from memvault.operations import operation
 from memvault.operator import OperatorOps
@@ -78,7 +79,8 @@ class NamespaceAPI(
     SignupOps,
     MemberOps,
     WebSessionOps,
-    OAuthOps,
+    SignInOps,
+    TokenOps,
     AccountOps,
     OperatorOps,
     LimitOps,

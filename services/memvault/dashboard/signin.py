@@ -1,5 +1,5 @@
 """Signing in to the dashboard and out again. The password rule is the MCP sign-in's (Argon2id,
-verified and enabled users, the sign-in rate limits): OAuthOps.check_password."""
+verified and enabled users, the sign-in rate limits): SignInOps.check_password."""
 
 from __future__ import annotations
 

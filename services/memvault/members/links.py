@@ -14,8 +14,8 @@ from joserfc.errors import ExpiredTokenError, JoseError
 
 from memvault.errors import MemvaultError
 from memvault.mail import Mailer, build_mailer
+from memvault.oauth.issuer import IssuerOps
 from memvault.oauth.keys import ALG
-from memvault.oauth.service import OAuthOps
 
 VERIFY_TYP = "memvault-verify+jwt"
 INVITE_TYP = "memvault-invite+jwt"
@@ -33,7 +33,7 @@ class LinkExpired(MemvaultError):
     title = "Link expired"
 
 
-class LinkOps(OAuthOps):
+class LinkOps(IssuerOps):
     @property
     def _mailer(self) -> Mailer:
         mailer = self.__dict__.get("_members_mailer")

@@ -1,6 +1,6 @@
 """WebSessionOps: signing a tenant user in to the dashboard, and the Principal each page acts as.
 
-The password check is the MCP sign-in's own (OAuthOps.check_password: Argon2id, the per-address
+The password check is the MCP sign-in's own (SignInOps.check_password: Argon2id, the per-address
 and per-account limits, verified and enabled users only). A session acts with the user's role's
 scopes and namespace allow-list and is bound to the user like an OAuth grant (principal.py
 bind_user): a member's explorer shows what that member may read, nothing more. Both are read
@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 
 from memvault.errors import Unauthenticated
 from memvault.oauth import repository as users
-from memvault.oauth.service import OAuthOps
+from memvault.oauth.signin import SignInOps
 from memvault.principal import Principal
 from memvault.tenants import repository as tenants
 from memvault.websessions import repository as repo
@@ -56,7 +56,7 @@ def csrf_of(token: str) -> str:
     return hmac.new(token.encode(), b"memvault dashboard form", hashlib.sha256).hexdigest()
 
 
-class WebSessionOps(OAuthOps):
+class WebSessionOps(SignInOps):
     async def open_web_session(
         self,
         email: str,
