@@ -18,7 +18,7 @@ from memvault.db.pagination import newest_first
 from memvault.entities.models import Entity, MemoryEntity, Relation
 from memvault.entities.schemas import MAX_ALIASES, EntityIn, RelationIn
 from memvault.errors import Conflict, InvalidInput, NotFound
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryState, Metadata
 
@@ -406,7 +406,7 @@ async def linked_memories(
         .limit(MAX_LINKED_MEMORIES)
     )
     if reader is not None:
-        stmt = stmt.where(memories_repo.readable_by(reader))
+        stmt = stmt.where(memory_reads.readable_by(reader))
     return list((await s.execute(stmt)).all())
 
 
