@@ -1,7 +1,8 @@
 """Where SQL may live, checked on the syntax tree of every module of the server package.
 
 SQL (statement text, ``text()``, SQLAlchemy's statement builders, a session's or connection's
-``execute``) belongs in a capability's ``repository.py``, in ``db/`` (engines, the tenant
+``execute``) belongs in a capability's ``repository.py`` (or the ``<topic>_repository.py`` modules
+a large one is split into, as ``memories/reads_repository.py``), in ``db/`` (engines, the tenant
 transaction, migrations) and in the retrieval statement modules (``retrieval/sql/``). A
 ``models.py`` may use ``text()`` for a column's ``server_default`` only: that is DDL the migrations
 already own, not a query. Doors (routers, MCP tools, ``mcp/``, ``gateway/``) never import a
@@ -190,7 +191,7 @@ def repository_imports(source: str, module: str) -> list[Finding]:
                 base = f"{parent}.{base}" if base else parent
             names = [base] + [f"{base}.{a.name}" for a in node.names]
         for name in names:
-            if name.rsplit(".", 1)[-1] == "repository":
+            if _REPOSITORY.fullmatch(name.rsplit(".", 1)[-1]):
                 findings.append(Finding(node.lineno, f"imports {name}"))
                 break
     return findings
@@ -204,9 +205,15 @@ def _modules() -> Iterator[tuple[str, Path]]:
         yield path.relative_to(PACKAGE).as_posix(), path
 
 
+# A repository module's name: ``repository``, or ``<topic>_repository`` when one is split up.
+_REPOSITORY = re.compile(r"(?:\w+_)?repository")
+
+
 def sql_home(rel: str) -> bool:
     """Whether SQL may live in this module (``rel`` relative to the package)."""
-    return rel.endswith("/repository.py") or rel.startswith(("db/", "retrieval/sql/"))
+    package, _, name = rel.rpartition("/")
+    in_repository = bool(package) and _REPOSITORY.fullmatch(name.removesuffix(".py")) is not None
+    return in_repository or rel.startswith(("db/", "retrieval/sql/"))
 
 
 def is_door(rel: str) -> bool:
@@ -232,8 +239,8 @@ def _report(found: dict[str, list[Finding]]) -> str:
 def test_sql_only_in_repositories() -> None:
     found = {rel: hits for rel, hits in _sql_outside_homes().items() if rel not in KNOWN_EXCEPTIONS}
     assert not found, (
-        "SQL outside a repository.py, db/ or retrieval/sql/ (move it into the capability's "
-        "repository):\n" + _report(found)
+        "SQL outside a repository.py (or a *_repository.py), db/ or retrieval/sql/ (move it into the "
+        "capability's repository):\n" + _report(found)
     )
 
 
@@ -370,6 +377,26 @@ def test_detector_finds_a_door_importing_a_repository() -> None:
         "from . import repository as repo\n"
         "from ..traces import repository\n"
         "import memvault.jobs.repository\n"
-        "from memvault.memories import schemas, service\n"
+        "from memvault.entities import relations_repository as relations\n"
+        "from memvault.memories.reads_repository import read_conditions\n"
+        "from memvault.memories import schemas, service, repositoryish\n"
     )
-    assert [f.line for f in repository_imports(source, "memvault.memories.router")] == [1, 2, 3, 4, 5]
+    assert [f.line for f in repository_imports(source, "memvault.memories.router")] == [1, 2, 3, 4, 5, 6, 7]
+
+
+@pytest.mark.parametrize(
+    ("rel", "home"),
+    [
+        ("memories/repository.py", True),
+        ("memories/reads_repository.py", True),
+        ("webhooks/delivery/repository.py", True),
+        ("db/session.py", True),
+        ("retrieval/sql/words.py", True),
+        ("repository.py", False),
+        ("memories/service.py", False),
+        ("memories/repository_helpers.py", False),
+        ("memories/nonrepository.py", False),
+    ],
+)
+def test_sql_homes(rel: str, home: bool) -> None:
+    assert sql_home(rel) is home

@@ -12,7 +12,7 @@ from psycopg.adapt import Transformer
 from sqlalchemy.dialects import postgresql
 
 from memvault.db.session import cache_long_statements
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.memories.schemas import MemoryFilters
 from memvault.retrieval.schemas import CHANNELS
 from memvault.retrieval.sql.shape import Shape
@@ -39,7 +39,7 @@ def _largest_shapes() -> list[Shape]:
         live = filters == MemoryFilters()
         shapes.append(
             Shape(
-                filters=memories_repo.filter_form(filters),
+                filters=memory_reads.filter_form(filters),
                 dense=True,
                 nearest=live,
                 bm25=True,

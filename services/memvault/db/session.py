@@ -57,7 +57,7 @@ AfterCommit = Callable[[], Any]
 # Whether the tenant transaction running in this context is on Citus, where the system tenant's
 # shared memories sit on a shard of their own: there a read takes them in a statement of its own
 # (memories/split.py) and the tenant's statements name the tenant alone, so that each is routed to
-# one worker. Set by Database.tenant_tx for its block; read by memories.repository.
+# one worker. Set by Database.tenant_tx for its block; read by the memories repositories.
 _system_apart: ContextVar[bool] = ContextVar("memvault_system_apart", default=False)
 # Whether it is on Citus at all (also while reading as the system tenant, reading_as_system).
 _on_citus: ContextVar[bool] = ContextVar("memvault_on_citus", default=False)

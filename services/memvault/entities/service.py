@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 
+from memvault.entities import relations_repository as relations_repo
 from memvault.entities import repository as repo
 from memvault.entities.models import Entity, Relation
 from memvault.entities.repository import EntityExists, EntityLinkNotFound, EntityNotFound, RelationNotFound
@@ -164,11 +165,13 @@ class EntityOps(FacadeBase):
             e = await repo.get(tx.session, p.tenant_id, namespace.id, entity_id)
             if e is None:
                 raise EntityNotFound(f"No entity {entity_id} in namespace '{ns}'.")
-            hops_found, cut = await repo.neighbours(tx.session, p.tenant_id, namespace.id, entity_id, hops, valid_at)
+            hops_found, cut = await relations_repo.neighbours(
+                tx.session, p.tenant_id, namespace.id, entity_id, hops, valid_at
+            )
             found = await repo.by_ids(tx.session, p.tenant_id, namespace.id, [h.entity_id for h in hops_found])
             relations: list[Relation] = []
             if found:
-                relations, cut_relations = await repo.relations_among(
+                relations, cut_relations = await relations_repo.relations_among(
                     tx.session, p.tenant_id, namespace.id, [entity_id, *found], valid_at
                 )
                 cut = cut or cut_relations
@@ -251,7 +254,7 @@ class EntityOps(FacadeBase):
         """Relate two entities of the namespace (source --type--> target), optionally for a
         stretch of valid time."""
         async with self._open(p, ns, "write") as (tx, namespace):
-            r = await repo.insert_relation(tx.session, p.tenant_id, namespace.id, body, p.subject)
+            r = await relations_repo.insert_relation(tx.session, p.tenant_id, namespace.id, body, p.subject)
             await self._audit(
                 tx,
                 p,
@@ -276,7 +279,7 @@ class EntityOps(FacadeBase):
     ) -> RelationPage:
         """List relations newest first; `entity_id` matches either end."""
         async with self._open(p, ns, "read") as (tx, namespace):
-            rows, next_cursor = await repo.page_relations(
+            rows, next_cursor = await relations_repo.page_relations(
                 tx.session,
                 p.tenant_id,
                 namespace.id,
@@ -292,7 +295,7 @@ class EntityOps(FacadeBase):
     async def delete_relation(self, p: Principal, ns: str, relation_id: uuid.UUID) -> None:
         """Delete a relation; the entities stay."""
         async with self._open(p, ns, "write") as (tx, namespace):
-            if not await repo.remove_relation(tx.session, p.tenant_id, namespace.id, relation_id):
+            if not await relations_repo.remove_relation(tx.session, p.tenant_id, namespace.id, relation_id):
                 raise RelationNotFound(f"No relation {relation_id} in namespace '{ns}'.")
             await self._audit(
                 tx,

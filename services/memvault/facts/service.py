@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ValidationError
 
+from memvault.entities import relations_repository as relations_repo
 from memvault.entities import repository as entities_repo
 from memvault.entities.models import Entity
 from memvault.entities.schemas import RelationIn
@@ -109,7 +110,7 @@ class FactOps(FacadeBase):
                 and subject.id != target.id
                 and kind is not None
             ):
-                r = await entities_repo.open_relation(
+                r = await relations_repo.open_relation(
                     tx.session, p.tenant_id, namespace.id, subject.id, kind, target.id, body.valid_until
                 )
                 if r is None:
@@ -122,7 +123,7 @@ class FactOps(FacadeBase):
                         confidence=body.confidence,
                         metadata={"fact_key": fact_key, "memory_id": str(stored.id)},
                     )
-                    r = await entities_repo.insert_relation(tx.session, p.tenant_id, namespace.id, rel, p.subject)
+                    r = await relations_repo.insert_relation(tx.session, p.tenant_id, namespace.id, rel, p.subject)
                     await self._audit(
                         tx,
                         p,
@@ -133,7 +134,7 @@ class FactOps(FacadeBase):
                     )
                 relation = relation_out(r, ns)
             if stored.supersedes is not None:
-                await entities_repo.end_fact_relations(
+                await relations_repo.end_fact_relations(
                     tx.session,
                     p.tenant_id,
                     namespace.id,

@@ -14,7 +14,7 @@ from sqlalchemy import Row, and_, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.entities.models import Entity, MemoryEntity, Relation
-from memvault.entities.repository import valid_at_condition
+from memvault.entities.relations_repository import valid_at_condition
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryState
 

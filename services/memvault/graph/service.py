@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Literal
 
+from memvault.entities import relations_repository as relations_repo
 from memvault.entities import repository as entities_repo
 from memvault.entities.models import Entity, Relation
 from memvault.entities.schemas import EntityType, relation_type
@@ -108,7 +109,7 @@ class GraphOps(FacadeBase):
             dst = await entities_repo.resolve(s, tenant, ns_id, target, field="target")
             if src.id == dst.id:
                 raise InvalidInput("source and target are the same entity", extra={"field": "target"})
-            hops, cut = await entities_repo.neighbours(s, tenant, ns_id, dst.id, max_depth - 1, valid_at)
+            hops, cut = await relations_repo.neighbours(s, tenant, ns_id, dst.id, max_depth - 1, valid_at)
             near = {dst.id: 0, **{h.entity_id: h.distance for h in hops}}
             found = await repo.paths(
                 s, tenant, ns_id, src.id, dst.id, depth=max_depth, near=near, cap=limit + 1, valid_at=valid_at
@@ -245,7 +246,7 @@ class GraphOps(FacadeBase):
                     left_out.append(f"entities past {limit}")
                     wanted = wanted[:limit]
                 entities = await entities_repo.by_ids(s, tenant, ns_id, wanted)
-            relations, cut = await entities_repo.relations_among(s, tenant, ns_id, list(entities), None)
+            relations, cut = await relations_repo.relations_among(s, tenant, ns_id, list(entities), None)
             if cut:
                 left_out.append("relations past 1000")
         mentions = [(m, e) for m, e in mentions if e in entities]

@@ -18,7 +18,7 @@ from sqlalchemy.orm import aliased
 from memvault.db.session import set_local
 from memvault.entities.models import MemoryEntity
 from memvault.memories.models import Memory
-from memvault.memories.repository import strength_of
+from memvault.memories.reads_repository import strength_of
 
 # Current and not archived: what dedup, decay and search work on.
 LIVE = "m.superseded_at IS NULL AND m.state <> 'archived'"
@@ -253,7 +253,7 @@ async def merge(
 
 
 def strength_sql(half_life_days: float) -> str:
-    """Strength (memories.repository.strength_of, the one definition search also ranks by) as SQL
+    """Strength (memories.reads_repository.strength_of, the one definition search also ranks by) as SQL
     text over a memories row aliased ``m``."""
     m = aliased(Memory, name="m")
     expr = strength_of(m, now=func.now(), half_life_days=half_life_days)

@@ -11,8 +11,8 @@ The two answers are merged here.
 
 A system memory that a narrower memory of the tenant's shadows (the same type and key, visible
 to the same reader) is left out of the merge, as one node's single statement leaves it out
-(memories.repository.shadowed: one more statement on the tenant's shard, only when the system
-half has keyed rows). What differs from one node, and only when the system tenant holds shared
+(memories.reads_repository.unshadowed: one more statement on the tenant's shard, only when the
+system half has keyed rows). What differs from one node, and only when the system tenant holds shared
 memories: a search ranks each half's candidates among themselves before the merge by score, and
 a page whose system rows were shadowed may be shorter than its limit (its cursor still leads on).
 """

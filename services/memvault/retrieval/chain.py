@@ -18,7 +18,7 @@ from collections import OrderedDict
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.memories.schemas import MemoryFilters
 from memvault.retrieval.sql.chains import chain_size
 
@@ -30,7 +30,7 @@ def owner_read(filters: MemoryFilters | None) -> bool:
     """Whether a read is a user's or a session's, the reads whose chains can be small: the owner
     indexes find their rows (migration 0018). Only live reads: the others take another way."""
     f = filters or MemoryFilters()
-    return memories_repo.live_read(f) and (f.user_id is not None or f.session_id is not None)
+    return memory_reads.live_read(f) and (f.user_id is not None or f.session_id is not None)
 
 
 class ReaderChains:

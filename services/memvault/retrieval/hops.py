@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.retrieval.hits import Hit
 from memvault.retrieval.plan import SearchPlan
 from memvault.retrieval.sql import hops as hops_sql
@@ -82,8 +82,8 @@ async def entity_hops(s: AsyncSession, plan: SearchPlan, hits: list[Hit], limit:
         via.setdefault(entity_id, (seeds[position[seed_id]], name))
     rows = await hops_sql.reached(
         s,
-        memories_repo.filter_form(plan.filters),
-        memories_repo.read_parameters(plan.tenant_id, plan.namespace_id, plan.filters),
+        memory_reads.filter_form(plan.filters),
+        memory_reads.read_parameters(plan.tenant_id, plan.namespace_id, plan.filters),
         bridge_ids=list(via),
         exclude=[h.memory.id for h in hits],
         query_vector=plan.query_vector,

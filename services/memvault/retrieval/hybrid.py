@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.db.session import reading_as_system, system_apart
 from memvault.memories import split
-from memvault.memories.repository import system_shared, unshadowed
+from memvault.memories.reads_repository import system_shared, unshadowed
 from memvault.principal import SYSTEM_TENANT_ID
 from memvault.retrieval import timeline
 from memvault.retrieval.cues import QueryCues

@@ -19,7 +19,7 @@ place, so a time cue never pulls in an off-subject memory, and a query without o
   version that says the rarest of its words (the version that introduced "Lisbon", not the later
   one that says she left it). A date there is a window ("the week before 16 November").
 
-A memory's date is its ``valid_from``, else when it was stored (memories.repository.date_of).
+A memory's date is its ``valid_from``, else when it was stored (memories.reads_repository.date_of).
 """
 
 from __future__ import annotations

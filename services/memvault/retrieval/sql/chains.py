@@ -7,7 +7,7 @@ import uuid
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 
@@ -19,7 +19,7 @@ async def chain_size(
     counted up to ``up_to``: the count stops there however many more there are."""
     rows = (
         select(Memory.id)
-        .where(*memories_repo.read_conditions(tenant_id, namespace_id, chain))
+        .where(*memory_reads.read_conditions(tenant_id, namespace_id, chain))
         .limit(up_to)
         .subquery("chain")
     )

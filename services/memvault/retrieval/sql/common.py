@@ -11,7 +11,7 @@ from sqlalchemy import Text, bindparam, cast, func, literal_column, select
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.memories.models import Memory
 
 RRF_K = 60
@@ -63,13 +63,13 @@ def lexical_query(query: Any) -> Any:
 def decay(age_s: Any, half_life_s: Any) -> Any:
     # At most MAX_HALF_LIVES: PostgreSQL raises on exp() underflow (a memory dated centuries before
     # the reference time made every search touching it a 500), and 2^-1000 is zero for ranking.
-    return func.exp(-LN2 * func.least(func.greatest(age_s, 0.0) / half_life_s, memories_repo.MAX_HALF_LIVES))
+    return func.exp(-LN2 * func.least(func.greatest(age_s, 0.0) / half_life_s, memory_reads.MAX_HALF_LIVES))
 
 
 def session_order(model: Any) -> tuple[Any, Any]:
     """A memory's place in its session: valid time, then insertion order (the last two columns of
     the session index, migration 0009)."""
-    return memories_repo.date_of(model), model.seq
+    return memory_reads.date_of(model), model.seq
 
 
 def by_key(tenant_id: Any, memory_id: Any, columns: list[Any], conditions: list[Any], name: str) -> Any:

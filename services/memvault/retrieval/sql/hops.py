@@ -22,7 +22,7 @@ from sqlalchemy.orm import aliased, defer
 
 from memvault.db.session import on_citus
 from memvault.entities.models import Entity, MemoryEntity
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.memories.models import Memory
 from memvault.retrieval.sql.common import building, by_key, routed
 
@@ -93,7 +93,7 @@ async def bridges(
 
 @lru_cache(maxsize=64)
 def _reached_statement(form: tuple[str, ...]) -> Any:
-    # A form without the system tenant is Citus' (memories.repository._values).
+    # A form without the system tenant is Citus' (memories.reads_repository._values).
     with building("system_tenant" not in form):
         return _reached(form)
 
@@ -116,7 +116,7 @@ def _reached(form: tuple[str, ...]) -> Any:
         linked.c.tenant_id,
         linked.c.memory_id,
         [cast(cosine, Float).label("hop_cosine")],
-        [*memories_repo.bound_read_conditions(form), Memory.embedding_model == MODEL_ID, Memory.embedding.is_not(None)],
+        [*memory_reads.bound_read_conditions(form), Memory.embedding_model == MODEL_ID, Memory.embedding.is_not(None)],
         "reached_row",
     )
     best = (

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 from memvault.retrieval.sql.common import session_order
@@ -31,7 +31,7 @@ async def neighbours_of(
     time, then insertion order), under the same visibility rules as the search itself. With
     ``gap_minutes``, an event without a session id has its inferred conversation's
     (sql/inferred.py): each step no more than the gap from the last."""
-    where = memories_repo.read_conditions(tenant_id, namespace_id, filters)
+    where = memory_reads.read_conditions(tenant_id, namespace_id, filters)
     order = session_order(Memory)
     out: dict[uuid.UUID, list[Memory]] = {}
     for m in memories:

@@ -16,7 +16,7 @@ from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.entities.models import Entity, Relation
-from memvault.entities.repository import valid_at_condition
+from memvault.entities.relations_repository import valid_at_condition
 from memvault.maintenance import repository as maintenance_repo
 from memvault.namespaces.models import Namespace
 from memvault.retrieval.lexical import lexemes_of

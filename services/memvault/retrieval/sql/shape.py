@@ -16,7 +16,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 
 from memvault.db.session import on_citus
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters
 from memvault.retrieval.chain import owner_read
@@ -31,7 +31,7 @@ from memvault.retrieval.sql.settings import plan_cache_mode
 class Shape:
     """What decides the hybrid statement's SQL."""
 
-    filters: tuple[str, ...]  # which filters are set (memories.repository.filter_form)
+    filters: tuple[str, ...]  # which filters are set (memories.reads_repository.filter_form)
     dense: bool  # a query vector is given
     nearest: bool  # the nearest vectors come from memvault_nearest_keyed (see plan_cache_mode)
     bm25: bool  # the query's term statistics are given (else ts_rank_cd)
@@ -51,11 +51,11 @@ class Shape:
 
 class Params:
     """The statement's bound parameters, one object each (a name used twice is one parameter).
-    The tenant and namespace are the read conditions' own (memories.repository.read_parameters)."""
+    The tenant and namespace are the read conditions' own (memories.reads_repository.read_parameters)."""
 
     tenant_id = bindparam("read_tenant_id", type_=PG_UUID(as_uuid=True))
     namespace_id = bindparam("read_namespace_id", type_=PG_UUID(as_uuid=True))
-    # The system tenant, or None on Citus (memories.repository._values).
+    # The system tenant, or None on Citus (memories.reads_repository._values).
     system_tenant = bindparam("read_system_tenant", type_=PG_UUID(as_uuid=True))
 
     query_vector = bindparam("query_vector", type_=Memory.embedding.type)
@@ -132,11 +132,11 @@ def shape_of(plan: SearchPlan, channels: Channels) -> Shape:
     filters = plan.filters or MemoryFilters()
     bm25 = plan.terms is not None and bool(_picking(plan))
     return Shape(
-        filters=memories_repo.filter_form(filters),
+        filters=memory_reads.filter_form(filters),
         dense=plan.query_vector is not None,
         nearest=plan.query_vector is not None and plan_cache_mode(filters) == "force_generic_plan",
         bm25=bm25,
-        live=memories_repo.live_read(filters),
+        live=memory_reads.live_read(filters),
         own_words=bm25 and plan.small_chain and owner_read(filters),
         used=tuple(name for name in channels.used if name != "time" or not timeline_cue(plan, channels)),
         own=channels.own,
@@ -194,6 +194,6 @@ def parameters(plan: SearchPlan, channels: Channels, shape: Shape) -> dict[str, 
         "window_start": cues.window[0] if cues.window else None,
         "window_end": cues.window[1] if cues.window else None,
         **{f"w_{name}": float(channels.weights.get(name, 0.0)) for name in CHANNELS},
-        **memories_repo.read_parameters(plan.tenant_id, plan.namespace_id, filters),
+        **memory_reads.read_parameters(plan.tenant_id, plan.namespace_id, filters),
         **({"session_gap_s": plan.session_gap_minutes * 60.0} if shape.inferred else {}),
     }

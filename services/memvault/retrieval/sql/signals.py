@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import Float, and_, any_, case, cast, func, literal, select, true, type_coerce
 
 from memvault.entities.models import MemoryEntity
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.memories.models import Memory
 from memvault.retrieval.sql.common import RRF_K, by_key, decay, lexical_query, routed
 from memvault.retrieval.sql.shape import Params, Shape
@@ -43,7 +43,7 @@ def own_signals(shape: Shape) -> list[Any]:
     """The signals of the memory row being read, labelled; ts_rank_cd's word score too when BM25
     does not score the candidates."""
     p = Params
-    at = memories_repo.date_of(Memory)
+    at = memory_reads.date_of(Memory)
     cosine = 1 - Memory.embedding.cosine_distance(p.query_vector) if shape.dense else cast(literal(None), Float)
     # In double precision: the columns are `real`, whose product of two tiny stored values underflows
     # (an error in PostgreSQL, which made every search touching such a memory a 500).
@@ -51,7 +51,7 @@ def own_signals(shape: Shape) -> list[Any]:
     access = func.ln(1 + Memory.access_count) * func.coalesce(
         decay(func.extract("epoch", p.ref - Memory.last_accessed_at), p.half_life_s), 0.0
     )
-    strength = memories_repo.strength_of(Memory, now=p.ref, half_life_days=p.strength_half_life_days)
+    strength = memory_reads.strength_of(Memory, now=p.ref, half_life_days=p.strength_half_life_days)
     intent = case((Memory.type == p.intent, 1.0), else_=0.0) if shape.intent else cast(literal(None), Float)
     signals = [
         cosine.label("cosine"),

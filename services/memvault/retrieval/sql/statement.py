@@ -10,7 +10,7 @@ from sqlalchemy import Row, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.db.session import set_local
-from memvault.memories import repository as memories_repo
+from memvault.memories import reads_repository as memory_reads
 from memvault.memories.models import Memory
 from memvault.retrieval.sql.candidates import dense_candidates, fuse, lexical_candidates
 from memvault.retrieval.sql.common import building
@@ -29,7 +29,7 @@ def statement_for(shape: Shape) -> Statement:
 
 
 def _statement(shape: Shape) -> Statement:
-    where = list(memories_repo.bound_read_conditions(shape.filters))
+    where = list(memory_reads.bound_read_conditions(shape.filters))
     # Implied by the scope chain, but said plainly it lets the scans inside the statement (a
     # filtered search's, ts_rank_cd's) start from the tenant-led indexes instead of skipping
     # through every tenant's part of them. Candidates found elsewhere are read by key (common.by_key).

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.dialects import postgresql
 
 from memvault.memories.models import Memory
-from memvault.memories.repository import read_conditions
+from memvault.memories.reads_repository import read_conditions
 from memvault.memories.schemas import MemoryFilters
 from memvault.principal import SYSTEM_TENANT_ID
 
