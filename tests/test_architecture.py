@@ -268,6 +268,16 @@ def test_memory_history_is_written_with_its_webhook_event() -> None:
     assert not found, f"memory history written outside memories/changes.py (call changes.record): {found}"
 
 
+MAX_LINES = 600  # ../shared/STYLE.md: modules under ~600 lines
+
+
+def test_modules_stay_under_the_style_s_length() -> None:
+    """A module past it reads as several things: split it by what its parts do (as cli.py/admin.py,
+    guard/, oauth/{issuer,signin,tokens}.py, memories/reads_repository.py did), not by cutting."""
+    long = {rel: n for rel, path in _modules() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
 def test_known_exceptions_still_needed() -> None:
     dirty = _sql_outside_homes()
     stale = [rel for rel in KNOWN_EXCEPTIONS if rel not in dirty]
