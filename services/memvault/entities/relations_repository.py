@@ -47,14 +47,11 @@ class Hop:
     relation_path: list[uuid.UUID]
 
 
-_VALID_AT = " AND (r.valid_from IS NULL OR r.valid_from <= :at) AND (r.valid_to IS NULL OR r.valid_to > :at)"
+VALID_AT = " AND (r.valid_from IS NULL OR r.valid_from <= :at) AND (r.valid_to IS NULL OR r.valid_to > :at)"
 
-# A breadth-first walk, one row per level: each level holds the entities first reached at that
-# distance, each with the entity and relation it was reached from. Relations are followed in both
-# directions and `seen` keeps the walk from returning to an entity, so cycles end. Tracking the
-# visited set per level rather than every path keeps the work proportional to the relations
-# touched (a walk that kept each path would enumerate n^3 paths in a dense graph at 3 hops).
-_WALK = """
+# Every relation of a namespace as an edge each way (``{valid}``: VALID_AT or nothing), the start
+# of the graph walk here and of the path search in graph/repository.py.
+EDGES = """
 WITH RECURSIVE edge (relation_id, from_id, to_id) AS (
     SELECT r.id, r.source_id, r.target_id FROM relations r
     WHERE r.tenant_id = :tenant AND r.namespace_id = :ns{valid}
@@ -62,7 +59,16 @@ WITH RECURSIVE edge (relation_id, from_id, to_id) AS (
     SELECT r.id, r.target_id, r.source_id FROM relations r
     WHERE r.tenant_id = :tenant AND r.namespace_id = :ns{valid}
 ),
-level (distance, nodes, parents, relations, seen) AS (
+"""
+
+# A breadth-first walk, one row per level: each level holds the entities first reached at that
+# distance, each with the entity and relation it was reached from. Relations are followed in both
+# directions and `seen` keeps the walk from returning to an entity, so cycles end. Tracking the
+# visited set per level rather than every path keeps the work proportional to the relations
+# touched (a walk that kept each path would enumerate n^3 paths in a dense graph at 3 hops).
+_WALK = (
+    EDGES
+    + """level (distance, nodes, parents, relations, seen) AS (
     SELECT 0, ARRAY[CAST(:root AS uuid)], CAST(ARRAY[] AS uuid[]), CAST(ARRAY[] AS uuid[]), ARRAY[CAST(:root AS uuid)]
     UNION ALL
     SELECT l.distance + 1, step.nodes, step.parents, step.relations, l.seen || step.nodes
@@ -86,6 +92,7 @@ WHERE l.distance > 0
 ORDER BY l.distance, u.entity_id
 LIMIT :cap
 """
+)
 
 
 async def neighbours(
@@ -100,7 +107,7 @@ async def neighbours(
     one shortest path: one recursive query. Also says whether MAX_NEIGHBOURS cut the answer."""
     if hops <= 0:
         return [], False
-    sql = _WALK.format(valid=_VALID_AT if valid_at is not None else "")
+    sql = _WALK.format(valid=VALID_AT if valid_at is not None else "")
     params: dict[str, Any] = {"tenant": tenant_id, "ns": namespace_id, "root": root_id, "hops": hops}
     params |= {"cap": MAX_NEIGHBOURS + 1, **({"at": valid_at} if valid_at is not None else {})}
     rows: Sequence[Row[Any]] = (await s.execute(text(sql), params)).all()

@@ -14,26 +14,18 @@ from sqlalchemy import Row, and_, or_, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.entities.models import Entity, MemoryEntity, Relation
-from memvault.entities.relations_repository import valid_at_condition
+from memvault.entities.relations_repository import EDGES, VALID_AT, valid_at_condition
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryState
-
-_VALID_AT = " AND (r.valid_from IS NULL OR r.valid_from <= :at) AND (r.valid_to IS NULL OR r.valid_to > :at)"
 
 # Simple paths from :source to :target, relations followed in either direction. A walk only steps
 # onto an entity close enough to the target to arrive within the depth left (`near` holds each
 # entity's distance to the target, from one breadth-first walk), so it never wanders away from
 # the target. A recursive query yields its rows level by level and PostgreSQL evaluates it only
 # as far as the outer query reads, so LIMIT keeps the shortest paths and stops the walk there.
-_PATHS = """
-WITH RECURSIVE edge (relation_id, from_id, to_id) AS (
-    SELECT r.id, r.source_id, r.target_id FROM relations r
-    WHERE r.tenant_id = :tenant AND r.namespace_id = :ns{valid}
-    UNION ALL
-    SELECT r.id, r.target_id, r.source_id FROM relations r
-    WHERE r.tenant_id = :tenant AND r.namespace_id = :ns{valid}
-),
-near (id, dist) AS (
+_PATHS = (
+    EDGES
+    + """near (id, dist) AS (
     SELECT * FROM unnest(CAST(:near_ids AS uuid[]), CAST(:near_dists AS integer[]))
 ),
 walk (node, depth, nodes, relations) AS (
@@ -48,6 +40,7 @@ walk (node, depth, nodes, relations) AS (
 SELECT nodes, relations FROM walk WHERE node = CAST(:target AS uuid)
 LIMIT :cap
 """
+)
 
 
 async def paths(
@@ -64,7 +57,7 @@ async def paths(
 ) -> list[tuple[list[uuid.UUID], list[uuid.UUID]]]:
     """Up to `cap` simple paths (entity ids, relation ids) of at most `depth` relations, shortest
     first. `near`: the distance to the target of every entity a path may pass through."""
-    sql = _PATHS.format(valid=_VALID_AT if valid_at is not None else "")
+    sql = _PATHS.format(valid=VALID_AT if valid_at is not None else "")
     params: dict[str, Any] = {
         "tenant": tenant_id,
         "ns": namespace_id,
