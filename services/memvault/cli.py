@@ -251,6 +251,8 @@ def _isolate_tenant(args: argparse.Namespace) -> int:
         f"tenant {done.tenant_id}: shard {done.shard} on {done.host}:{done.port}"
         f"{' (isolated now)' if done.isolated else ''}{' (moved now)' if done.moved else ''}"
     )
+    for warning in done.warnings:
+        print(f"warning: {warning}; its searches run without statistics until it is analysed", file=sys.stderr)
     return 0
 
 

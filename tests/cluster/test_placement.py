@@ -112,7 +112,7 @@ async def test_a_small_tenant_moves_in_block_writes_mode_while_it_writes(
     stop.set()
     await writer
 
-    assert done.isolated and done.moved and (done.host, done.port) == target
+    assert done.isolated and done.moved and (done.host, done.port) == target and done.warnings == ()
     shard, now = where_is(citus_cluster, citus_a)
     assert (shard, now) == (done.shard, target)
     with psycopg.connect(citus_cluster.uri(), autocommit=True) as conn:

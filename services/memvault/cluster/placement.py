@@ -50,6 +50,8 @@ class Placement:
     port: int
     isolated: bool
     moved: bool
+    # What went wrong after the tenant was in place (its new shards not analysed): the move stands.
+    warnings: tuple[str, ...] = ()
 
 
 def isolate_tenant(
@@ -81,9 +83,10 @@ def isolate_tenant(
     if to is not None and where != to:
         repository.move(conn, shard, where, to, "force_logical" if mode == "logical" else "block_writes")
         where = to
-    if not already or where != before:
-        repository.analyse_within(conn, *span)
-    return Placement(tenant_id, shard, where[0], where[1], isolated=not already, moved=where != before)
+    warnings = repository.analyse_within(conn, *span) if not already or where != before else []
+    return Placement(
+        tenant_id, shard, where[0], where[1], isolated=not already, moved=where != before, warnings=tuple(warnings)
+    )
 
 
 def _split_logical(

@@ -227,8 +227,9 @@ def _forget_dead(folder: str) -> None:
     `process_exited`: a worker killed, or crashed, and restarted by uvicorn under a new pid would
     otherwise be summed in for good, its requests in flight and its admission limit with them."""
     for samples in Path(folder).glob("gauge_live*_*.db"):
-        if not writer_alive(samples):
-            multiprocess.mark_process_dead(int(samples.stem.rsplit("_", 1)[1]), folder)
+        pid = samples.stem.rsplit("_", 1)[1]
+        if pid.isdigit() and not writer_alive(samples):
+            multiprocess.mark_process_dead(int(pid), folder)
 
 
 def render(queue_depth: Mapping[str, int]) -> tuple[bytes, str]:
