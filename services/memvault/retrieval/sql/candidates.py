@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Float, Integer, cast, func, literal, select, true, union_all
+from sqlalchemy import Float, Integer, cast, func, literal, literal_column, select, true, union_all
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.db.session import set_local
@@ -21,21 +21,31 @@ from memvault.retrieval.sql.words import bm25_candidates
 
 def dense_inner(model: Any, where: list[Any], query_vector: Any, model_id: Any, candidates: Any) -> Any:
     """The ``candidates`` nearest rows passing ``where`` (tenant_id, id, dist). For memories, the
-    rows in the HNSW graph by its index and the few kept out of it exactly (migration 0036)."""
+    rows in the HNSW graph by its index and the few kept out of it exactly (migration 0036); when
+    the index part comes back short (the scan gave up: ``hnsw.max_scan_tuples``), the graph's rows
+    exactly instead, as ``memvault_nearest_keyed`` does (migration 0037)."""
     dist = model.embedding.cosine_distance(query_vector)
 
-    def nearest(*more: Any) -> Any:
+    def nearest(*more: Any, order: Any = dist) -> Any:
         return (
             select(model.tenant_id, model.id, dist.label("dist"))
             .where(*where, *more, model.embedding_model == model_id, model.embedding.is_not(None))
-            .order_by(dist)
+            .order_by(order)
             .limit(candidates)
         )
 
     if model is not Memory:
         return nearest().subquery("dense_inner")
-    both = union_all(nearest(Memory.in_graph), nearest(~Memory.in_graph)).subquery("dense_parts")
-    return select(*both.c).order_by(both.c.dist).limit(candidates).subquery("dense_inner")
+    graph = nearest(Memory.in_graph).cte("dense_graph")
+    gave_up = select(func.count() < candidates).select_from(graph).scalar_subquery()
+    parts = union_all(
+        select(*graph.c).where(~gave_up),
+        # "+ 0": an order the HNSW index cannot serve, so this part reads exactly (and only runs
+        # when the index part came back short: a one-time filter).
+        nearest(Memory.in_graph, gave_up, order=dist + literal_column("0")),
+        nearest(~Memory.in_graph),
+    ).subquery("dense_parts")
+    return select(*parts.c).order_by(parts.c.dist).limit(candidates).subquery("dense_inner")
 
 
 def ts_rank_inner(model: Any, where: list[Any], tsq: Any, candidates: Any, *, word_index: bool) -> Any:
