@@ -52,14 +52,21 @@ def run_admin(settings: Settings, fn: Callable[[Any, Any], Awaitable[Any]]) -> i
     return 0
 
 
-async def tenant_principal(db: Any, name: str) -> Any:
+async def existing_tenant(db: Any, name: str) -> Any:
+    """The tenant named ``name``; NotFound (exit 1 with the reason) when there is none."""
     from memvault.errors import NotFound
     from memvault.operator import find_tenant
-    from memvault.principal import Principal
 
     tenant = await find_tenant(db, name)
     if tenant is None:
         raise NotFound(f"no tenant named '{name}'")
+    return tenant
+
+
+async def tenant_principal(db: Any, name: str) -> Any:
+    from memvault.principal import Principal
+
+    tenant = await existing_tenant(db, name)
     return Principal.system(tenant.id, subject="cli", operator=True)
 
 
@@ -262,12 +269,7 @@ def _plan_command(args: argparse.Namespace) -> Callable[[Any, Any], Awaitable[An
     overrides = _limit_pairs(args.override, "--override") if args.override else ({} if args.clear_overrides else None)
 
     async def set_plan(api: Any, db: Any) -> Any:
-        from memvault.errors import NotFound
-        from memvault.operator import find_tenant
-
-        tenant = await find_tenant(db, args.tenant)
-        if tenant is None:
-            raise NotFound(f"no tenant named '{args.tenant}'")
+        tenant = await existing_tenant(db, args.tenant)
         await api.set_tenant_plan(tenant.id, args.plan, overrides)
         _, _, limits = await by_name(api, args.plan)
         kept = tenant.plan_overrides if overrides is None else overrides
