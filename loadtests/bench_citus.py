@@ -195,7 +195,7 @@ async def main() -> int:
     from memvault.cluster import local
     from memvault.config import Settings
     from memvault.db import migrate
-    from memvault.db.urls import resolve
+    from memvault.db.urls import libpq, resolve
     from memvault.memories.schemas import MemoryIn
     from memvault.principal import Principal
     from memvault.retrieval.schemas import SearchIn
@@ -239,8 +239,8 @@ async def main() -> int:
             # As autovacuum would within a minute or two: without statistics a worker's shard of
             # freshly copied rows reads each candidate by the tenant's index instead of its key
             # (0.09 ms a row against 0.002 here), which is not the steady state to compare.
-            for uri in (cluster.uri(), single.urls.owner.render_as_string(hide_password=False)):
-                with psycopg.connect(uri.replace("postgresql+psycopg", "postgresql"), autocommit=True) as conn:
+            for uri in (cluster.uri(), single.urls.owner):
+                with psycopg.connect(libpq(uri), autocommit=True) as conn:
                     conn.execute("ANALYZE")
 
             async def run(kind: str, arm: str, n: int) -> None:

@@ -232,6 +232,7 @@ def _isolate_tenant(args: argparse.Namespace) -> int:
     import psycopg
 
     from memvault.cluster import local, placement
+    from memvault.db.urls import libpq
 
     url = local.load(args.data_dir).uri() if args.data_dir else _settings(args).database_url
     if not url:
@@ -242,7 +243,7 @@ def _isolate_tenant(args: argparse.Namespace) -> int:
         host, _, port = args.to.rpartition(":")
         to = (host, int(port))
     try:
-        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        with psycopg.connect(libpq(url), autocommit=True) as conn:
             done = placement.isolate_tenant(conn, args.tenant, to, mode=args.mode)
     except placement.PlacementError as exc:
         print(f"error: {exc}", file=sys.stderr)

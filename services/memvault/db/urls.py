@@ -21,6 +21,13 @@ def _driver(url: str | URL, driver: str) -> URL:
     return u.set(drivername=f"postgresql+{driver}")
 
 
+def libpq(url: str | URL) -> str:
+    """``url`` as libpq (psycopg.connect) takes it: SQLAlchemy's driver name dropped, the password
+    kept, the query (a socket folder as ``host``) as it was."""
+    u = make_url(url) if isinstance(url, str) else url
+    return u.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
 def resolve(database_url: str, app_database_url: str | None, app_role: str, *, embedded: bool) -> DatabaseUrls:
     owner = _driver(database_url, "psycopg")
     if app_database_url:
