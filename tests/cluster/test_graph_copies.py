@@ -5,6 +5,7 @@ nearest rows (the shard-local memvault_nearest_keyed, and the filtered read) fin
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
@@ -12,7 +13,15 @@ from memvault.api import NamespaceAPI
 from tests.conftest import Tenant
 from tests.db.conftest import clone_memory
 from tests.memories.test_access import stored
-from tests.retrieval.test_graph_copies import GRAPH_COPIES, SHAPES, copies_of, dense_ranks, in_graph
+from tests.retrieval.test_graph_copies import (
+    GRAPH_COPIES,
+    READS,
+    SHAPES,
+    copies_of,
+    dense_ranks,
+    in_graph,
+    short_scan,
+)
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -28,3 +37,12 @@ async def test_copies_past_the_cap_stay_out_of_a_shards_graph_and_are_found(
     ranks = await dense_ranks(citus_api, citus_a, "is the onboarding checklist done?", SHAPES[shape])
     assert {rank for memory_id, rank in ranks.items() if memory_id in copies} >= {1}
     assert len(ranks) == 5  # copies in and out of the graph, and the tea
+
+
+@READS
+async def test_a_shards_graph_scan_that_gives_up_short_reads_the_tenants_rows_exactly(
+    citus_api: NamespaceAPI, citus_a: Tenant, citus_b: Tenant, read: Any
+) -> None:
+    """Migration 0037 on Citus: the shard-local function and the routed statement read the
+    tenant's shard exactly when its graph scan comes back short (here: after one element)."""
+    await short_scan(citus_api, citus_a, citus_b, read)

@@ -133,7 +133,7 @@ async def test_another_tenants_copies_do_not_blind_a_large_tenants_search(
     assert ranks.get(monday) == 1
 
 
-async def by_function(s: AsyncSession, namespace: uuid.UUID, vector: str, model: str) -> list[uuid.UUID]:
+async def by_function(s: AsyncSession, t: Tenant, namespace: uuid.UUID, vector: str, model: str) -> list[uuid.UUID]:
     found = await s.execute(
         text("SELECT id FROM memvault_nearest_keyed(:ns, CAST(:v AS vector), :model, 10)"),
         {"ns": namespace, "v": vector, "model": model},
@@ -141,21 +141,19 @@ async def by_function(s: AsyncSession, namespace: uuid.UUID, vector: str, model:
     return [r for (r,) in found]
 
 
-async def by_statement(s: AsyncSession, namespace: uuid.UUID, vector: str, model: str) -> list[uuid.UUID]:
+async def by_statement(s: AsyncSession, t: Tenant, namespace: uuid.UUID, vector: str, model: str) -> list[uuid.UUID]:
     """The filtered search's nearest read (its conditions here: the namespace's live rows)."""
-    where = [Memory.namespace_id == namespace, Memory.superseded_at.is_(None)]
+    where = [Memory.tenant_id == t.id, Memory.namespace_id == namespace, Memory.superseded_at.is_(None)]
     inner = dense_inner(Memory, where, cast(json.loads(vector), Vector), model, 10)
     return [r for (r,) in await s.execute(select(inner.c.id).order_by(inner.c.dist))]
 
 
-@pytest.mark.parametrize("read", [by_function, by_statement], ids=["function", "statement"])
-async def test_a_graph_scan_that_gives_up_short_reads_the_tenants_rows_exactly(
-    api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant, read: Any
-) -> None:
-    """The HNSW scan stops after ``hnsw.max_scan_tuples`` index tuples (and what it saw on the
-    way); a tenant whose rows lie beyond that many other rows nearer the query got no dense
-    candidate at all (migration 0037). Here the scan stops after one element, another tenant's
-    copy of the query's own text: a graph too small to hold 20,000 nearer rows cannot show it."""
+READS = pytest.mark.parametrize("read", [by_function, by_statement], ids=["function", "statement"])
+
+
+async def short_scan(api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant, read: Any) -> list[uuid.UUID]:
+    """Tenant A's nearest rows to another tenant's copy of a question, by ``read``, from an HNSW
+    scan that stops after one element; asserted to be A's two memories, nearest first."""
     asked = f"Priya's ferry {uuid.uuid4().hex[:4]} to Hydra leaves on Friday"
     await stored(api, tenant_b, asked)
     mine = await stored(api, tenant_a, asked.replace("Friday", "Monday"), "The user drinks green tea")
@@ -164,6 +162,7 @@ async def test_a_graph_scan_that_gives_up_short_reads_the_tenants_rows_exactly(
             await s.execute(text("SELECT embedding_model, namespace_id FROM memories WHERE id = :id"), {"id": mine[0]})
         ).one()
         theirs = (await s.execute(text("SELECT embedding::text FROM memories WHERE content = :c"), {"c": asked})).one()
+        # SET LOCAL, not set_config(): on Citus only SET LOCAL reaches the shard's node.
         for name, value in {
             "app.tenant_id": str(tenant_a.id),
             # The index's order rather than the tenant's rows sorted: the plan of a large tenant.
@@ -171,7 +170,18 @@ async def test_a_graph_scan_that_gives_up_short_reads_the_tenants_rows_exactly(
             "hnsw.iterative_scan": "off",
             "hnsw.ef_search": "1",
         }.items():
-            await s.execute(text("SELECT set_config(:n, :v, true)"), {"n": name, "v": value})
-        ids = await read(s, namespace, theirs[0], model)
-
+            await s.execute(text(f"SET LOCAL {name} = '{value}'"))
+        ids = await read(s, tenant_a, namespace, theirs[0], model)
     assert ids == mine  # the Monday line first, then the tea
+    return ids
+
+
+@READS
+async def test_a_graph_scan_that_gives_up_short_reads_the_tenants_rows_exactly(
+    api: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant, read: Any
+) -> None:
+    """The HNSW scan stops after ``hnsw.max_scan_tuples`` index tuples (and what it saw on the
+    way); a tenant whose rows lie beyond that many other rows nearer the query got no dense
+    candidate at all (migration 0037). Here the scan stops after one element, another tenant's
+    copy of the query's own text: a graph too small to hold 20,000 nearer rows cannot show it."""
+    await short_scan(api, tenant_a, tenant_b, read)
