@@ -657,8 +657,16 @@ class TestNearestFunction:
     channel's rows in a plan of its own: it must answer only for the tenant set in the
     transaction, nearest first, each row with its tenant."""
 
+    # memvault_nearest_exact (0037): the keyed function's exact read when its graph scan comes
+    # back short, callable by the app role on its own.
+    @pytest.mark.parametrize("fn", ["memvault_nearest_keyed", "memvault_nearest_exact"])
     async def test_returns_only_the_current_tenants_rows_nearest_first(
-        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+        self,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+        tenant_b: Tenant,
+        fn: str,
     ) -> None:
         ns = {
             tenant.id: await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant.id,))
@@ -682,7 +690,7 @@ class TestNearestFunction:
                 )
             ).fetchall()
         }
-        nearest = "SELECT id, dist, tenant_id FROM memvault_nearest_keyed(%s, %s::vector, %s, 100)"
+        nearest = f"SELECT id, dist, tenant_id FROM {fn}(%s, %s::vector, %s, 100)"
         async with app_conn.transaction():
             await set_tenant(app_conn, tenant_a)
             found = await (await app_conn.execute(nearest, (ns[tenant_a.id], vector, model))).fetchall()
