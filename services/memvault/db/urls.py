@@ -17,15 +17,13 @@ class DatabaseUrls:
 
 
 def _driver(url: str | URL, driver: str) -> URL:
-    u = make_url(url) if isinstance(url, str) else url
-    return u.set(drivername=f"postgresql+{driver}")
+    return make_url(url).set(drivername=f"postgresql+{driver}")  # make_url returns a URL as it is
 
 
 def libpq(url: str | URL) -> str:
     """``url`` as libpq (psycopg.connect) takes it: SQLAlchemy's driver name dropped, the password
     kept, the query (a socket folder as ``host``) as it was."""
-    u = make_url(url) if isinstance(url, str) else url
-    return u.set(drivername="postgresql").render_as_string(hide_password=False)
+    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def resolve(database_url: str, app_database_url: str | None, app_role: str, *, embedded: bool) -> DatabaseUrls:

@@ -33,7 +33,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import REGISTRY, Collector
 
 from memvault.observability import tracing
-from memvault.observability.samples import writer_alive
+from memvault.observability.samples import running, writer_pid
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -227,9 +227,9 @@ def _forget_dead(folder: str) -> None:
     `process_exited`: a worker killed, or crashed, and restarted by uvicorn under a new pid would
     otherwise be summed in for good, its requests in flight and its admission limit with them."""
     for samples in Path(folder).glob("gauge_live*_*.db"):
-        pid = samples.stem.rsplit("_", 1)[1]
-        if pid.isdigit() and not writer_alive(samples):
-            multiprocess.mark_process_dead(int(pid), folder)
+        pid = writer_pid(samples)
+        if pid is not None and not running(pid):
+            multiprocess.mark_process_dead(pid, folder)
 
 
 def render(queue_depth: Mapping[str, int]) -> tuple[bytes, str]:

@@ -7,13 +7,14 @@ import os
 from pathlib import Path
 
 
-def writer_alive(samples: Path) -> bool:
-    """Whether the process that writes ``samples`` (prometheus_client names them ``<kind>_<pid>.db``)
-    still runs: a live process keeps writing to the file it opened, so deleting it would lose them."""
-    try:
-        pid = int(samples.stem.rsplit("_", 1)[1])
-    except (IndexError, ValueError):
-        return False
+def writer_pid(samples: Path) -> int | None:
+    """The pid in a sample file's name (prometheus_client names them ``<kind>_<pid>.db``); None
+    when the name carries none."""
+    pid = samples.stem.rpartition("_")[2]
+    return int(pid) if pid.isdigit() else None
+
+
+def running(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -21,3 +22,10 @@ def writer_alive(samples: Path) -> bool:
     except PermissionError:  # another user's process: alive
         return True
     return True
+
+
+def writer_alive(samples: Path) -> bool:
+    """Whether the process that writes ``samples`` still runs: a live process keeps writing to the
+    file it opened, so deleting it would lose them."""
+    pid = writer_pid(samples)
+    return pid is not None and running(pid)
