@@ -410,3 +410,43 @@ def test_detector_finds_a_door_importing_a_repository() -> None:
 )
 def test_sql_homes(rel: str, home: bool) -> None:
     assert sql_home(rel) is home
+
+
+# ---- waits that keep a cancel ------------------------------------------------------------------
+
+
+def wait_for_calls(source: str) -> list[Finding]:
+    """Uses of ``asyncio.wait_for``. On Python 3.11 (the floor) it returns the awaited result and
+    drops a cancel that arrives in the loop turn the result came in (CPython gh-86296): a loop
+    that waits with it for a wake-up or a stop may never stop. ``asyncio.timeout`` keeps the
+    cancel; the webhook sender's shutdown hung on exactly this (tests/webhooks/delivery)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "asyncio":
+            found += [Finding(node.lineno, "from asyncio import wait_for") for a in node.names if a.name == "wait_for"]
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "wait_for"
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "asyncio"
+        ):
+            found.append(Finding(node.lineno, "asyncio.wait_for"))
+    return sorted(found, key=lambda f: f.line)
+
+
+def test_no_wait_that_drops_a_cancel() -> None:
+    found = {rel: hits for rel, path in _modules() if (hits := wait_for_calls(path.read_text()))}
+    assert not found, "asyncio.wait_for drops a cancel on Python 3.11 (use asyncio.timeout):\n" + _report(found)
+
+
+def test_detector_finds_wait_for() -> None:
+    source = (
+        "import asyncio\n"
+        "from asyncio import wait_for, sleep\n"
+        "async def f(ev):\n"
+        "    await asyncio.wait_for(ev.wait(), 1)\n"
+        "    async with asyncio.timeout(1):\n"
+        "        await ev.wait()\n"
+        "    waiter = asyncio.wait_for\n"
+    )
+    assert [f.line for f in wait_for_calls(source)] == [2, 4, 7]

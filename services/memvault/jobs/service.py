@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,11 +83,10 @@ class JobRun:
 
         async def watch() -> None:
             while not self._cancelled:
-                try:
-                    await asyncio.wait_for(stop.wait(), self._poll_s)
-                    return
-                except TimeoutError:
-                    pass
+                with suppress(TimeoutError):
+                    async with asyncio.timeout(self._poll_s):
+                        await stop.wait()
+                        return
                 try:
                     async with self._db.tenant_tx(self._tenant_id) as tx:
                         if await repo.cancel_requested(tx.session, self._tenant_id, self._job_id):

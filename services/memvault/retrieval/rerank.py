@@ -78,7 +78,8 @@ class CrossEncoderReranker:
             return []
         task = asyncio.ensure_future(self._infer(query, documents))
         try:
-            return await asyncio.wait_for(asyncio.shield(task), self._timeout_s)
+            async with asyncio.timeout(self._timeout_s):
+                return await asyncio.shield(task)
         except TimeoutError as exc:
             # A thread cannot be stopped: the shielded task holds the lock until its inference
             # ends, so later searches queue behind it (each within its own timeout) instead of

@@ -13,6 +13,7 @@ from memvault.config import Settings
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.webhooks.delivery import repository
+from memvault.webhooks.delivery.runner import DeliveryRunner
 from tests.conftest import Tenant
 from tests.servers import free_port
 from tests.webhooks.delivery.conftest import (
@@ -254,6 +255,44 @@ class TestFairness:
         assert fast.received[0]["id"] == message_id
         assert waited < 1.0, waited  # one sweep, not behind tenant a's 10,000
         assert slow.most_in_flight <= sender_settings.webhook_tenant_concurrency
+
+
+class _Counting(DeliveryRunner):
+    sweeps = 0
+
+    async def sweep(self) -> int:
+        started = await super().sweep()
+        self.sweeps += 1
+        return started
+
+
+class TestStopping:
+    async def test_a_cancel_that_meets_a_wake_up_still_stops_the_sender(
+        self, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        """Cancelled in the loop turn its wake-up came in (an attempt ended, a NOTIFY arrived), the
+        sender stops. It waited with asyncio.wait_for, which on Python 3.11 returns the wake-up and
+        drops the cancel (CPython gh-86296): the sender swept on, a shutdown of `memvault serve`
+        never ended, and a CI run waited 300 s for it."""
+        db = Database(pg_urls, pool_size=2)
+        runner = _Counting(db, sender_settings.model_copy(update={"webhook_sweep_interval_s": 60}))
+        task = asyncio.create_task(runner.run())
+        try:
+            await until(lambda: _swept(runner))  # and parked: it waits from the step that swept
+            runner.nudge()
+            await asyncio.sleep(0)  # the wake-up is taken; the sender has not run since
+            task.cancel()
+            await asyncio.wait({task}, timeout=10)  # it waits, and cancels nothing itself
+            assert task.cancelled(), f"the sender went on sweeping ({runner.sweeps} sweeps)"
+        finally:
+            while not task.done():  # the old sender takes only a cancel that meets no wake-up
+                task.cancel()
+                await asyncio.sleep(0.01)
+            await db.dispose()
+
+
+async def _swept(runner: _Counting) -> bool:
+    return runner.sweeps >= 1
 
 
 async def _watcher(owner: Conn, tenant_id: uuid.UUID) -> uuid.UUID:

@@ -85,7 +85,8 @@ class DeliveryRunner:
                 except Exception:  # the database away for a moment: the next sweep tries again
                     log.warning("webhook sweep failed", exc_info=True)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._settings.webhook_sweep_interval_s)
+                    async with asyncio.timeout(self._settings.webhook_sweep_interval_s):
+                        await self._wake.wait()
         finally:
             listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
