@@ -25,7 +25,12 @@ async def served(app: Any, port: int | None = None) -> AsyncIterator[str]:
     """`app` (its lifespan already running, see tests.conftest.running) on this event loop; yields
     its base URL."""
     port = port or free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="off", log_level="warning"))
+    # A connection still open at the end (a client that never finished) must not hold the test:
+    # uvicorn waits for open connections without end unless given a graceful-shutdown bound.
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, lifespan="off", log_level="warning", timeout_graceful_shutdown=10
+    )
+    server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     while not server.started:  # noqa: ASYNC110 - uvicorn offers a flag, not an event
         await asyncio.sleep(0.02)
