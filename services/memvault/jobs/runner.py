@@ -9,6 +9,7 @@ acts inside its own tenant and no other.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import uuid
@@ -174,16 +175,22 @@ def _sweep_every(dispatcher: Any, urls: DatabaseUrls, interval_s: float, stoppin
             _sweep(dispatcher, urls, timedelta(seconds=interval_s))
 
 
-def _send_webhooks(settings: Settings, urls: DatabaseUrls) -> None:
+def _send_webhooks(settings: Settings, urls: DatabaseUrls, stopping: threading.Event) -> None:
     """The webhook sender beside the RQ worker: a long-lived loop of its own on this thread (its
     pooled engine belongs to this loop), so a delivery waits for no job and no enqueue, and a
-    Redis restart does not touch it (the outbox is in PostgreSQL)."""
+    Redis restart does not touch it (the outbox is in PostgreSQL). When the worker stops, the
+    sender is stopped as `memvault serve` stops its own: attempts in flight end and are recorded."""
     from memvault.webhooks.delivery.runner import DeliveryRunner
 
     async def run() -> None:
         db = Database(urls, pool_size=4)
+        sending = asyncio.create_task(DeliveryRunner(db, settings).run())
         try:
-            await DeliveryRunner(db, settings).run()
+            while not (stopping.is_set() or sending.done()):  # noqa: ASYNC110 - a thread's event
+                await asyncio.sleep(0.2)
+            sending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sending
         finally:
             await db.dispose()
 
@@ -233,10 +240,12 @@ def serve_worker(
             name="memvault-job-sweep",
             daemon=True,
         ).start()
+    webhooks: threading.Thread | None = None
     if settings.webhook_sweep_interval_s > 0:
-        threading.Thread(
-            target=_send_webhooks, args=(settings, ctx.urls), name="memvault-webhooks", daemon=True
-        ).start()
+        webhooks = threading.Thread(
+            target=_send_webhooks, args=(settings, ctx.urls, stopping), name="memvault-webhooks", daemon=True
+        )
+        webhooks.start()
     conn = Redis.from_url(settings.redis_url or "")
     backoff = 1.0
     while not stopping.is_set():
@@ -259,4 +268,7 @@ def serve_worker(
         stopping.wait(backoff)
         backoff = min(backoff * 2, 30.0)
     stopping.set()
+    if webhooks is not None:
+        # The sender lets its attempts in flight end (their timeout, and a margin to record them).
+        webhooks.join(timeout=settings.webhook_timeout_s + 10)
     metrics.process_exited()

@@ -290,6 +290,41 @@ class TestStopping:
                 await asyncio.sleep(0.01)
             await db.dispose()
 
+    async def test_a_stop_lets_the_attempt_in_flight_end_and_records_it(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        """Stopped (a deploy, a scale-down) while a receiver is answering, the sender waits for
+        the answer and writes it down: the receiver is not sent the message again when the lease
+        ends, and the delivery log says what happened."""
+        receiver = Receiver(new_secret(), delay_s=0.5)
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, sender_settings):
+                await until(lambda: _requests_at_least(receiver, 1))  # the receiver is answering
+        row = await delivery(owner, message_id)
+        assert (row["status"], row["attempts"], row["response_status"]) == ("succeeded", 1, 200)
+        assert len(receiver.received) == 1
+
+    async def test_a_stop_waits_no_longer_than_an_attempt_may_take(
+        self, owner: Conn, tenant_a: Tenant, pg_urls: DatabaseUrls, sender_settings: Settings
+    ) -> None:
+        """A receiver that does not answer holds the stop for the attempt's timeout at most; the
+        attempt is recorded as timed out and retried later, as any other."""
+        receiver = Receiver(new_secret(), delay_s=3)
+        quick = sender_settings.model_copy(update={"webhook_timeout_s": 0.5})
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+            async with sending(pg_urls, quick, backoff=(60,)):
+                await until(lambda: _requests_at_least(receiver, 1))
+                stopping = time.monotonic()
+            stopped_in = time.monotonic() - stopping
+            row = await delivery(owner, message_id)
+        assert stopped_in < 5, stopped_in
+        assert (row["status"], row["attempts"]) == ("pending", 1)
+        assert "timed out" in row["error"]
+
 
 async def _swept(runner: _Counting) -> bool:
     return runner.sweeps >= 1

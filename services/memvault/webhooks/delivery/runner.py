@@ -48,6 +48,9 @@ DISABLE_AFTER_S = 3 * 24 * 3600
 SWEEP_LIMIT = 500
 # A claimed row comes due again this long after its attempt's deadline if its sender died.
 LEASE_MARGIN_S = 30.0
+# A stopping sender waits for its attempts in flight this long past their deadline, for their
+# outcome to be written down.
+RECORD_MARGIN_S = 5.0
 
 
 class DeliveryRunner:
@@ -189,11 +192,19 @@ class DeliveryRunner:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def aclose(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await self.drain()
-        if self._own_client:
-            await self._client.aclose()
+        """Stop (run() does this when cancelled): the attempts in flight may end and be recorded
+        within their timeout, as a receiver that is answering expects, rather than be cut off and
+        sent again when their lease ends; what is still running after that is cancelled (at least
+        once: the lease brings it back)."""
+        try:
+            if self._tasks:
+                await asyncio.wait(set(self._tasks), timeout=self._settings.webhook_timeout_s + RECORD_MARGIN_S)
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            await self.drain()
+            if self._own_client:
+                await self._client.aclose()
 
     async def _listen(self) -> None:
         """Nudged by NOTIFY memvault_webhooks (repository.notify, sent on commit by any process).
