@@ -15,9 +15,11 @@ throwaway virtualenv that has detect-secrets: PYTHONPATH=services <venv>/bin/pyt
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,7 +55,9 @@ def _guard_at(ref: str) -> ModuleType:
     """`memvault.guard` as it was at `ref` (one module, or the package it became), imported from a
     copy of its files while the working tree's memvault modules are set aside, so that neither
     version picks up the other's rules."""
-    root = Path(tempfile.mkdtemp())
+    root = Path(tempfile.mkdtemp(prefix="memvault-guard-"))
+    # Removed when the run ends, not here: the old guard may still import a module of it lazily.
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     for name in _git("ls-tree", "-r", "--name-only", ref, "services/memvault/").split():
         rel = name.removeprefix("services/")
         if rel in ("memvault/__init__.py", "memvault/errors.py", "memvault/guard.py") or rel.startswith(
