@@ -202,6 +202,11 @@ def _conditions(t: _Terms) -> tuple[Any, ...]:
 
 def _rest(t: _Terms) -> tuple[Any, ...]:
     """The read conditions but the scope chain: time, lifecycle, filters, narrowest-scope-wins."""
+    return (*_time(Memory, t), *_fields(t), _unshadowed(t))
+
+
+def _unshadowed(t: _Terms) -> Any:
+    """Narrowest scope wins: no narrower memory of the same type and key is there for the reader."""
     narrower = aliased(Memory)
     shadowed = exists().where(
         narrower.key == Memory.key,
@@ -209,7 +214,7 @@ def _rest(t: _Terms) -> tuple[Any, ...]:
         _rank(narrower) < _rank(Memory),
         *_may_shadow(narrower, t),
     )
-    return (*_time(Memory, t), *_fields(t), or_(Memory.key.is_(None), ~shadowed))
+    return or_(Memory.key.is_(None), ~shadowed)
 
 
 def _may_shadow(m: Any, t: _Terms) -> list[Any]:
@@ -256,15 +261,25 @@ def _read_branches(
     return tuple((level, *rest) for level in _levels(Memory, t, strict=False))
 
 
-@lru_cache(maxsize=256)
 def bound_read_conditions(form: tuple[str, ...]) -> tuple[Any, ...]:
     """``read_conditions`` with every value a bound parameter named ``read_<term>`` (see
     ``read_parameters``): one set of conditions, and the statements built on them, serves every
     tenant, namespace and filter value of the same ``filter_form``."""
+    first, unshadowed = bound_read_split(form)
+    return (*first, unshadowed)
+
+
+@lru_cache(maxsize=256)
+def bound_read_split(form: tuple[str, ...]) -> tuple[tuple[Any, ...], Any]:
+    """``bound_read_conditions`` as (every condition but narrowest-scope-wins, that one), on the
+    same parameters. A statement that scans with the first and keeps what it found with the second
+    tests the narrower memories once, on the rows kept, rather than in every scan: each test is
+    a correlated subquery PostgreSQL plans anew for every filtered search (docs/benchmarks.md)."""
     bound: dict[str, BindParameter[Any]] = {
         name: bindparam(f"read_{name}", expanding=name in ("states", "types", "scopes")) for name in form
     }
-    return _conditions(_Terms(**bound))
+    t = _Terms(**bound)
+    return (_chain(Memory, t, strict=False), *_time(Memory, t), *_fields(t)), _unshadowed(t)
 
 
 def read_parameters(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters | None) -> dict[str, Any]:

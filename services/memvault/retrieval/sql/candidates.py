@@ -19,11 +19,15 @@ from memvault.retrieval.sql.shape import Params, Shape
 from memvault.retrieval.sql.words import bm25_candidates
 
 
-def dense_inner(model: Any, where: list[Any], query_vector: Any, model_id: Any, candidates: Any) -> Any:
+def dense_inner(
+    model: Any, where: list[Any], query_vector: Any, model_id: Any, candidates: Any, *, keep: Any = None
+) -> Any:
     """The ``candidates`` nearest rows passing ``where`` (tenant_id, id, dist). For memories, the
     rows in the HNSW graph by its index and the few kept out of it exactly (migration 0036); when
     the index part comes back short (the scan gave up: ``hnsw.max_scan_tuples``), the graph's rows
-    exactly instead, as ``memvault_nearest_keyed`` does (migration 0037)."""
+    exactly instead, as ``memvault_nearest_keyed`` does (migration 0037). ``keep``: a condition
+    tested once on the nearest rows found (each read by key) rather than in each of the three
+    scans; a row it drops leaves the channel a candidate short, as for ``memvault_nearest_keyed``."""
     dist = model.embedding.cosine_distance(query_vector)
 
     def nearest(*more: Any, order: Any = dist) -> Any:
@@ -45,7 +49,11 @@ def dense_inner(model: Any, where: list[Any], query_vector: Any, model_id: Any, 
         nearest(Memory.in_graph, gave_up, order=dist + literal_column("0")),
         nearest(~Memory.in_graph),
     ).subquery("dense_parts")
-    return select(*parts.c).order_by(parts.c.dist).limit(candidates).subquery("dense_inner")
+    if keep is None:
+        return select(*parts.c).order_by(parts.c.dist).limit(candidates).subquery("dense_inner")
+    nearest_rows = select(*parts.c).order_by(parts.c.dist).limit(candidates).subquery("dense_nearest")
+    kept = by_key(nearest_rows.c.tenant_id, nearest_rows.c.id, [Memory.id], [keep], "dense_kept")
+    return select(*nearest_rows.c).select_from(nearest_rows).join(kept, true()).subquery("dense_inner")
 
 
 def ts_rank_inner(model: Any, where: list[Any], tsq: Any, candidates: Any, *, word_index: bool) -> Any:
@@ -131,9 +139,11 @@ def lexical_candidates(shape: Shape, where: list[Any], visible: Any) -> Any:
     )
 
 
-def dense_candidates(shape: Shape, where: list[Any], visible: Any) -> Any | None:
+def dense_candidates(shape: Shape, scan: list[Any], keep: Any, visible: Any) -> Any | None:
     """The meaning channel's candidates, ``dense_inner`` (tenant_id, id, dist); None without a
-    query vector."""
+    query vector. The read conditions come in two parts: ``scan``, tested by the scans, and
+    ``keep`` (narrowest scope wins), tested once on the rows found."""
+    where = [*scan, keep]
     if shape.nearest:
         # Only the read conditions beyond the scope chain and lifecycle (a narrower memory of the
         # same key) can drop one of these: rare, and then the channel has a candidate less.
@@ -145,5 +155,5 @@ def dense_candidates(shape: Shape, where: list[Any], visible: Any) -> Any | None
         row = by_key(found.c.tenant_id, found.c.id, [Memory.id], where, "nearest_row")
         return select(*found.c).select_from(found).join(row, true()).subquery("dense_inner")
     if shape.dense:
-        return dense_inner(Memory, [*where, visible], Params.query_vector, Params.model_id, Params.candidates)
+        return dense_inner(Memory, [*scan, visible], Params.query_vector, Params.model_id, Params.candidates, keep=keep)
     return None

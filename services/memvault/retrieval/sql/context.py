@@ -57,13 +57,19 @@ def _adjacent(base: Any, where: list[Any], *, before: bool) -> Any:
     )
 
 
-def neighbour_edges(fused: Any, where: list[Any], inferred: bool = False) -> Any:
+def neighbour_edges(fused: Any, scan: list[Any], keep: Any, inferred: bool = False) -> Any:
     """``edges`` (a, b_tenant_id, b): candidate ``a`` and the memory just before or after it in
     its session, for the best candidates of each channel; with ``inferred``, in its inferred
-    conversation for a candidate without a session id (sql/inferred.py)."""
+    conversation for a candidate without a session id (sql/inferred.py). The probes test the read
+    conditions' ``scan`` part; ``keep`` (narrowest scope wins) is tested once on the neighbours
+    found, each read by key: a neighbour it drops leaves its candidate without that edge."""
     base = _probed(fused)
-    alone = inferred_edges(fused, where) if inferred else []
-    return union_all(_adjacent(base, where, before=True), _adjacent(base, where, before=False), *alone).cte("edges")
+    alone = inferred_edges(fused, scan) if inferred else []
+    found = union_all(_adjacent(base, scan, before=True), _adjacent(base, scan, before=False), *alone).subquery(
+        "adjacent"
+    )
+    kept = by_key(found.c.b_tenant_id, found.c.b, [Memory.id], [keep], "adjacent_kept")
+    return select(*found.c).select_from(found).join(kept, true()).cte("edges")
 
 
 def candidate_pool(fused: Any, edges: Any | None) -> Any:

@@ -29,7 +29,8 @@ def statement_for(shape: Shape) -> Statement:
 
 
 def _statement(shape: Shape) -> Statement:
-    where = list(memory_reads.bound_read_conditions(shape.filters))
+    scan, keep = memory_reads.bound_read_split(shape.filters)
+    where = [*scan, keep]
     # Implied by the scope chain, but said plainly it lets the scans inside the statement (a
     # filtered search's, ts_rank_cd's) start from the tenant-led indexes instead of skipping
     # through every tenant's part of them. Candidates found elsewhere are read by key (common.by_key).
@@ -40,10 +41,10 @@ def _statement(shape: Shape) -> Statement:
         else Memory.tenant_id.in_([Params.tenant_id, Params.system_tenant])
     )
     lex_inner = lexical_candidates(shape, where, visible)
-    dense_inner = dense_candidates(shape, where, visible)
+    dense_inner = dense_candidates(shape, list(scan), keep, visible)
     # Read again by the neighbour lookups: computed once.
     fused = select(fuse(lex_inner, dense_inner, func.rank)).cte("fused")
-    edges = neighbour_edges(fused, where, shape.inferred) if "context" in shape.used else None
+    edges = neighbour_edges(fused, list(scan), keep, shape.inferred) if "context" in shape.used else None
     pool = candidate_pool(fused, edges)
     ranked = ranked_candidates(shape, candidate_signals(shape, pool))
     return fused_hits(shape, ranked, edges)
