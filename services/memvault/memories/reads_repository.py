@@ -202,7 +202,11 @@ def _conditions(t: _Terms) -> tuple[Any, ...]:
 
 def _rest(t: _Terms) -> tuple[Any, ...]:
     """The read conditions but the scope chain: time, lifecycle, filters, narrowest-scope-wins."""
-    return (*_time(Memory, t), *_fields(t), _unshadowed(t))
+    return (*_filters(t), _unshadowed(t))
+
+
+def _filters(t: _Terms) -> tuple[Any, ...]:
+    return (*_time(Memory, t), *_fields(t))
 
 
 def _unshadowed(t: _Terms) -> Any:
@@ -279,7 +283,7 @@ def bound_read_split(form: tuple[str, ...]) -> tuple[tuple[Any, ...], Any]:
         name: bindparam(f"read_{name}", expanding=name in ("states", "types", "scopes")) for name in form
     }
     t = _Terms(**bound)
-    return (_chain(Memory, t, strict=False), *_time(Memory, t), *_fields(t)), _unshadowed(t)
+    return (_chain(Memory, t, strict=False), *_filters(t)), _unshadowed(t)
 
 
 def read_parameters(tenant_id: uuid.UUID, namespace_id: uuid.UUID, f: MemoryFilters | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.db.session import set_local
 from memvault.memories.models import Memory
-from memvault.retrieval.sql.common import by_key, lexical_query
+from memvault.retrieval.sql.common import lexical_query, passing
 from memvault.retrieval.sql.settings import hnsw_settings
 from memvault.retrieval.sql.shape import Params, Shape
 from memvault.retrieval.sql.words import bm25_candidates
@@ -51,9 +51,8 @@ def dense_inner(
     ).subquery("dense_parts")
     if keep is None:
         return select(*parts.c).order_by(parts.c.dist).limit(candidates).subquery("dense_inner")
-    nearest_rows = select(*parts.c).order_by(parts.c.dist).limit(candidates).subquery("dense_nearest")
-    kept = by_key(nearest_rows.c.tenant_id, nearest_rows.c.id, [Memory.id], [keep], "dense_kept")
-    return select(*nearest_rows.c).select_from(nearest_rows).join(kept, true()).subquery("dense_inner")
+    found = select(*parts.c).order_by(parts.c.dist).limit(candidates).subquery("dense_nearest")
+    return passing(found, found.c.tenant_id, found.c.id, [keep], "dense_kept").subquery("dense_inner")
 
 
 def ts_rank_inner(model: Any, where: list[Any], tsq: Any, candidates: Any, *, word_index: bool) -> Any:
@@ -143,7 +142,6 @@ def dense_candidates(shape: Shape, scan: list[Any], keep: Any, visible: Any) -> 
     """The meaning channel's candidates, ``dense_inner`` (tenant_id, id, dist); None without a
     query vector. The read conditions come in two parts: ``scan``, tested by the scans, and
     ``keep`` (narrowest scope wins), tested once on the rows found."""
-    where = [*scan, keep]
     if shape.nearest:
         # Only the read conditions beyond the scope chain and lifecycle (a narrower memory of the
         # same key) can drop one of these: rare, and then the channel has a candidate less.
@@ -152,8 +150,7 @@ def dense_candidates(shape: Shape, scan: list[Any], keep: Any, visible: Any) -> 
             .table_valued("tenant_id", "id", "dist")
             .render_derived(name="nearest")
         )
-        row = by_key(found.c.tenant_id, found.c.id, [Memory.id], where, "nearest_row")
-        return select(*found.c).select_from(found).join(row, true()).subquery("dense_inner")
+        return passing(found, found.c.tenant_id, found.c.id, [*scan, keep], "nearest_row").subquery("dense_inner")
     if shape.dense:
         return dense_inner(Memory, [*scan, visible], Params.query_vector, Params.model_id, Params.candidates, keep=keep)
     return None

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from sqlalchemy import Text, bindparam, cast, func, literal_column, select
+from sqlalchemy import Text, bindparam, cast, func, literal_column, select, true
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 
@@ -93,3 +93,10 @@ def by_key(tenant_id: Any, memory_id: Any, columns: list[Any], conditions: list[
         .offset(literal_column("0"))
         .lateral(name)
     )
+
+
+def passing(rows: Any, tenant_id: Any, memory_id: Any, conditions: list[Any], name: str) -> Any:
+    """``rows`` (a subquery) less those whose memory (``tenant_id``, ``memory_id``, columns of
+    ``rows``) fails ``conditions``, each memory read by key (``by_key``)."""
+    row = by_key(tenant_id, memory_id, [Memory.id], conditions, name)
+    return select(*rows.c).select_from(rows).join(row, true())

@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import or_, select, true, tuple_, union, union_all
 
 from memvault.memories.models import Memory
-from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, session_order
+from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, passing, session_order
 from memvault.retrieval.sql.inferred import inferred_edges
 from memvault.retrieval.sql.shape import Params
 
@@ -68,8 +68,7 @@ def neighbour_edges(fused: Any, scan: list[Any], keep: Any, inferred: bool = Fal
     found = union_all(_adjacent(base, scan, before=True), _adjacent(base, scan, before=False), *alone).subquery(
         "adjacent"
     )
-    kept = by_key(found.c.b_tenant_id, found.c.b, [Memory.id], [keep], "adjacent_kept")
-    return select(*found.c).select_from(found).join(kept, true()).cte("edges")
+    return passing(found, found.c.b_tenant_id, found.c.b, [keep], "adjacent_kept").cte("edges")
 
 
 def candidate_pool(fused: Any, edges: Any | None) -> Any:
