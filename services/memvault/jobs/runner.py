@@ -269,6 +269,8 @@ def serve_worker(
         backoff = min(backoff * 2, 30.0)
     stopping.set()
     if webhooks is not None:
-        # The sender lets its attempts in flight end (their timeout, and a margin to record them).
-        webhooks.join(timeout=settings.webhook_timeout_s + 10)
+        from memvault.webhooks.delivery.runner import stop_wait_s
+
+        # The sender lets its attempts in flight end and records them; then its pool is closed.
+        webhooks.join(timeout=stop_wait_s(settings) + 5)
     metrics.process_exited()

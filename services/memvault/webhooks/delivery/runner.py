@@ -53,6 +53,11 @@ LEASE_MARGIN_S = 30.0
 RECORD_MARGIN_S = 5.0
 
 
+def stop_wait_s(settings: Settings) -> float:
+    """The longest a stopping sender waits for its attempts in flight."""
+    return settings.webhook_timeout_s + RECORD_MARGIN_S
+
+
 class DeliveryRunner:
     def __init__(
         self,
@@ -198,7 +203,7 @@ class DeliveryRunner:
         once: the lease brings it back)."""
         try:
             if self._tasks:
-                await asyncio.wait(set(self._tasks), timeout=self._settings.webhook_timeout_s + RECORD_MARGIN_S)
+                await asyncio.wait(set(self._tasks), timeout=stop_wait_s(self._settings))
         finally:
             for task in list(self._tasks):
                 task.cancel()
