@@ -62,7 +62,7 @@ class KeyOps(FacadeBase):
         """Resolve a bearer API key to its Principal, or raise 401."""
         if not tokens.looks_like_key(raw_key):
             raise InvalidApiKey("The bearer token is not a memvault API key.")
-        async with self._db.unscoped() as s:
+        async with self._db.lookup() as s:
             found = await keys_repo.find_by_prefix(s, tokens.lookup_prefix(raw_key))
         if found is None or not tokens.matches(raw_key, found.secret_hash):
             raise InvalidApiKey("The API key is not valid.")
