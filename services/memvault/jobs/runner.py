@@ -13,7 +13,7 @@ import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -197,6 +197,29 @@ def _send_webhooks(settings: Settings, urls: DatabaseUrls, stopping: threading.E
     asyncio.run(run())
 
 
+@contextlib.contextmanager
+def webhooks_sent_beside(settings: Settings, urls: DatabaseUrls, stopping: threading.Event) -> Iterator[None]:
+    """The webhook sender on a thread of its own for as long as the block runs (when webhooks are
+    swept at all). However the block ends, a stop request or an error of the worker's loop, the
+    sender is stopped and waited for: its attempts in flight end and are recorded, where a daemon
+    thread cut off at exit would leave them to be sent again after their lease."""
+    if settings.webhook_sweep_interval_s <= 0:
+        yield
+        return
+    from memvault.webhooks.delivery.runner import stop_wait_s
+
+    # A daemon still: if the sender does not end within its bound, the process exits anyway.
+    sender = threading.Thread(
+        target=_send_webhooks, args=(settings, urls, stopping), name="memvault-webhooks", daemon=True
+    )
+    sender.start()
+    try:
+        yield
+    finally:
+        stopping.set()
+        sender.join(timeout=stop_wait_s(settings) + 5)
+
+
 def serve_worker(
     settings: Settings, queues: Sequence[str], *, metrics_port: int | None = None, metrics_host: str = "127.0.0.1"
 ) -> None:
@@ -240,37 +263,28 @@ def serve_worker(
             name="memvault-job-sweep",
             daemon=True,
         ).start()
-    webhooks: threading.Thread | None = None
-    if settings.webhook_sweep_interval_s > 0:
-        webhooks = threading.Thread(
-            target=_send_webhooks, args=(settings, ctx.urls, stopping), name="memvault-webhooks", daemon=True
-        )
-        webhooks.start()
     conn = Redis.from_url(settings.redis_url or "")
     backoff = 1.0
-    while not stopping.is_set():
-        began = time.monotonic()
-        try:
-            # Inside the try: RQ names its connection to Redis when the worker is built, which
-            # fails the same way while Redis is still down.
-            worker = Worker([Queue(name, connection=conn) for name in queues], connection=conn)
-            worker.work(with_scheduler=True)
-        except RedisError as exc:
-            log.warning("worker lost Redis: %s", exc)
-        if stopping.is_set():
-            break
-        # RQ's signal handlers outlive its loop and would raise in the wait: ours only stop.
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: stopping.set())
-        if time.monotonic() - began > 60:
-            backoff = 1.0
-        log.warning("the RQ worker loop ended without a stop request; starting it again in %.0f s", backoff)
-        stopping.wait(backoff)
-        backoff = min(backoff * 2, 30.0)
-    stopping.set()
-    if webhooks is not None:
-        from memvault.webhooks.delivery.runner import stop_wait_s
-
-        # The sender lets its attempts in flight end and records them; then its pool is closed.
-        webhooks.join(timeout=stop_wait_s(settings) + 5)
-    metrics.process_exited()
+    try:
+        with webhooks_sent_beside(settings, ctx.urls, stopping):
+            while not stopping.is_set():
+                began = time.monotonic()
+                try:
+                    # Inside the try: RQ names its connection to Redis when the worker is built, which
+                    # fails the same way while Redis is still down.
+                    worker = Worker([Queue(name, connection=conn) for name in queues], connection=conn)
+                    worker.work(with_scheduler=True)
+                except RedisError as exc:
+                    log.warning("worker lost Redis: %s", exc)
+                if stopping.is_set():
+                    break
+                # RQ's signal handlers outlive its loop and would raise in the wait: ours only stop.
+                for sig in (signal.SIGTERM, signal.SIGINT):
+                    signal.signal(sig, lambda *_: stopping.set())
+                if time.monotonic() - began > 60:
+                    backoff = 1.0
+                log.warning("the RQ worker loop ended without a stop request; starting it again in %.0f s", backoff)
+                stopping.wait(backoff)
+                backoff = min(backoff * 2, 30.0)
+    finally:
+        metrics.process_exited()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
+import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -21,6 +23,7 @@ from memvault.config import Settings
 from memvault.db.session import Database
 from memvault.db.urls import DatabaseUrls
 from memvault.embeddings.local import LocalEmbedder
+from memvault.jobs.runner import webhooks_sent_beside
 from memvault.webhooks.delivery import repository
 from tests.conftest import Tenant, running
 from tests.db.conftest import conninfo
@@ -64,6 +67,33 @@ class TestInProcess:
             finally:
                 await db.dispose()
             await until(lambda: _count(receiver, 1), timeout_s=5)
+
+
+class TestBesideTheWorker:
+    async def test_a_worker_loop_that_fails_still_lets_the_attempt_in_flight_end(
+        self, owner: Conn, tenant_a: Tenant, settings: Settings, pg_urls: DatabaseUrls
+    ) -> None:
+        """The RQ loop of `memvault worker` raising (not a stop request) while a receiver answers:
+        the sender is stopped and waited for as on SIGTERM, so the attempt is recorded, not cut off
+        with the process and sent again after its lease."""
+        local = settings.model_copy(update={"webhook_allow_private": True, "webhook_sweep_interval_s": 0.2})
+        receiver = Receiver(new_secret(), delay_s=2.0)
+        async with receiving(receiver) as base:
+            ep = await add_endpoint(owner, tenant_a.id, base, receiver.secret)
+            [message_id] = await add_deliveries(owner, tenant_a.id, ep)
+
+            def worker_loop_fails_mid_attempt() -> None:
+                with webhooks_sent_beside(local, pg_urls, threading.Event()):
+                    deadline = time.monotonic() + 60
+                    while not receiver.requests and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    assert receiver.requests, "the sender never called the receiver"
+                    raise RuntimeError("the RQ loop failed")
+
+            with pytest.raises(RuntimeError, match="the RQ loop failed"):
+                await asyncio.to_thread(worker_loop_fails_mid_attempt)
+            row = await delivery(owner, message_id)
+        assert (row["status"], row["attempts"], row["response_status"]) == ("succeeded", 1, 200)
 
 
 @dataclass
