@@ -16,6 +16,7 @@ import pytest
 from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import BaseModel
 
+from memvault.errors import InvalidInput
 from memvault.fields import NOT_STORED, Body
 from memvault.members.schemas import AcceptIn, SignupIn
 from memvault.oauth.schemas import ClientMetadataIn, UserIn
@@ -269,3 +270,28 @@ class TestClientMetadata:
 
         assert r.status_code == 201, r.text
         assert r.json()["contacts"] == ["ops@example.com"]
+
+
+class TestPlainArguments:
+    """A facade call's plain arguments (a session id, a namespace name: strings outside any request
+    model) are held to the text rule in operations.py, for every door: a NUL in an MCP tool's
+    session id reached PostgreSQL and failed as an internal error (tests/mcp/test_fuzz.py found it)."""
+
+    async def test_a_nul_in_a_plain_argument_is_refused_naming_it(self, api: Any, tenant_a: Tenant) -> None:
+        with pytest.raises(InvalidInput) as refused:
+            await api.get_observations(tenant_a.principal, tenant_a.namespace, "s\x00one")
+        assert refused.value.extra["field"] == "session_id"
+        assert "NUL" in refused.value.detail
+
+    async def test_a_lone_surrogate_too(self, api: Any, tenant_a: Tenant) -> None:
+        with pytest.raises(InvalidInput) as refused:
+            await api.get_observations(tenant_a.principal, tenant_a.namespace, session_id="s\ud800")
+        assert refused.value.extra["field"] == "session_id"
+
+    async def test_a_namespace_no_namespace_can_be_named_is_refused_as_the_namespace(
+        self, api: Any, tenant_a: Tenant
+    ) -> None:
+        for name in ("de\x00fault", "no spaces", ".hidden"):
+            with pytest.raises(InvalidInput) as refused:
+                await api.get_observations(tenant_a.principal, name, "s1")
+            assert refused.value.extra["field"] == "namespace", name

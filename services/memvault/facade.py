@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -19,12 +20,13 @@ from memvault.audit import repository as audit
 from memvault.config import Settings
 from memvault.db.session import Database, TenantTx
 from memvault.embeddings import Embedder
-from memvault.errors import NotFound
+from memvault.errors import InvalidInput, NotFound
 from memvault.memories.access import AccessLog
 from memvault.metering.meter import UsageMeter
 from memvault.metering.tally import note_namespace
 from memvault.namespaces import repository as ns_repo
 from memvault.namespaces.models import Namespace
+from memvault.namespaces.schemas import NAMESPACE_NAME
 from memvault.operations import Gate
 from memvault.plans.book import PlanBook
 from memvault.plans.cputurns import CpuTurns
@@ -157,6 +159,14 @@ class FacadeBase:
         self._term_refresh[key] = asyncio.get_running_loop().create_task(count(), name="memvault-term-stats")
 
     async def _namespace(self, tx: TenantTx, p: Principal, name: str) -> Namespace:
+        if not re.fullmatch(NAMESPACE_NAME, name):
+            # No namespace has such a name (and a NUL in it would fail in PostgreSQL): refused here
+            # for every door, as REST's path pattern refuses it before the call.
+            raise InvalidInput(
+                "namespace: must be letters, digits, '.', '_' or '-', starting with a letter or digit, "
+                "up to 63 characters",
+                extra={"field": "namespace"},
+            )
         ns = await ns_repo.by_name(tx.session, p.tenant_id, name)
         if ns is None:
             raise NamespaceNotFound(f"No namespace named '{name}'.")

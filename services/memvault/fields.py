@@ -42,15 +42,16 @@ class _NotStored:
 NOT_STORED = _NotStored()
 
 
-def check_text(s: str, *, limit: int = MAX_TEXT) -> None:
-    """The text rule for one string; raises ValueError saying what is wrong."""
+def check_text(s: str, *, limit: int | None = MAX_TEXT) -> None:
+    """The text rule for one string (``limit`` None: no length bound); raises ValueError saying what
+    is wrong."""
     if "\x00" in s:
         raise ValueError("must not contain NUL characters")
     try:
         s.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError("must be valid Unicode (no unpaired surrogates)") from exc
-    if len(s) > limit:
+    if limit is not None and len(s) > limit:
         raise ValueError(f"must be at most {limit} characters")
 
 
@@ -69,24 +70,31 @@ def _real_unit(v: float) -> float:
 UnitFloat = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), AfterValidator(_real_unit)]
 
 
-def check_value(value: Any, depth: int = 1, *, max_depth: int = MAX_DEPTH) -> None:
+def check_value(value: Any, depth: int = 1, *, max_depth: int = MAX_DEPTH, limit: int | None = MAX_TEXT) -> None:
     """The text rule over a JSON-like value: every string and dict key, finite numbers, bounded depth.
     Models nested inside are `Body`s that checked themselves."""
     if depth > max_depth:
         raise ValueError(f"is nested deeper than {max_depth} levels")
     if isinstance(value, str):
-        check_text(value)
+        check_text(value, limit=limit)
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError("numbers must be finite (no NaN or Infinity)")
     elif isinstance(value, Mapping):
         for k, v in value.items():
             if isinstance(k, str):
-                check_text(k)
-            check_value(v, depth + 1, max_depth=max_depth)
+                check_text(k, limit=limit)
+            check_value(v, depth + 1, max_depth=max_depth, limit=limit)
     elif isinstance(value, list | tuple | set | frozenset):
         for v in value:
-            check_value(v, depth + 1, max_depth=max_depth)
+            check_value(v, depth + 1, max_depth=max_depth, limit=limit)
+
+
+def check_argument(value: Any) -> None:
+    """The text rule for a plain argument of a facade call (operations.py): a session id, a user id,
+    a name handed over as a string rather than inside a request model. As ``check_value``, but the
+    sizes are the doors' (a body's limit), not ``MAX_TEXT``."""
+    check_value(value, limit=None)
 
 
 class Body(BaseModel):

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from memvault.acting import Binding, bind_arguments
+from memvault.errors import InvalidInput
+from memvault.fields import check_argument
 from memvault.plans.limits import RequestKind
 from memvault.principal import Principal
 
@@ -53,6 +55,7 @@ def operation(kind: RequestKind, name: str | None = None) -> Callable[[Method], 
 
         @functools.wraps(fn)
         async def run(self: Any, p: Principal, *args: Any, **kwargs: Any) -> Any:
+            refuse_bad_text(binding, args, kwargs)
             # Whom the call acts for is settled before anything else, inner calls included (acting.py).
             args, kwargs = bind_arguments(p, binding, args, kwargs)
             gates: list[Gate] = self._gates
@@ -71,6 +74,21 @@ def operation(kind: RequestKind, name: str | None = None) -> Callable[[Method], 
         return run  # type: ignore[return-value]
 
     return wrap
+
+
+def refuse_bad_text(binding: Binding, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """The text rule (fields.check_argument) on a call's plain arguments, for every door: a NUL in a
+    session id given to an MCP tool reached PostgreSQL, which cannot hold it, and failed as an
+    internal error. Request models (fields.Body) check their own fields."""
+    for i, value in enumerate((*args, *kwargs.values())):
+        try:
+            check_argument(value)
+        except ValueError as exc:
+            names = [*list(binding.signature.parameters)[2 : 2 + len(args)], *kwargs]
+            name = names[i] if i < len(names) else "arguments"
+            # The facade's `ns` is every door's namespace (REST's path, MCP's argument).
+            name = "namespace" if name == "ns" else name
+            raise InvalidInput(f"{name}: {exc}", extra={"field": name}) from None
 
 
 def operation_of(method: Any) -> Operation | None:

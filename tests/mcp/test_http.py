@@ -204,6 +204,18 @@ class TestFlow:
             assert top["scope"] == "user" and top["user_id"] == "ana" and top["semantic_relevance"] > 0.3
             assert "dense" in top["signals"]["channels"] and explained["metrics"]["fusion"] == "weighted"
 
+    async def test_an_explained_hit_that_no_word_matched_keeps_its_nulls(self, base_url: str, tenant_a: Tenant) -> None:
+        """`explain: true` dropped every null, those the output schema requires too (the lexical rank
+        of a hit found by meaning alone), and the SDK's check of that schema failed the search."""
+        async with mcp_session(base_url, tenant_a.key, "/mcp") as s:
+            await call(s, "memory_store", content="Ana takes oat milk", user_id="ana")
+            explained = await call(
+                s, "memory_search", query="what does she drink in the morning?", user_id="ana", explain=True
+            )
+        signals = explained["results"][0]["signals"]
+        assert signals["dense_rank"] == 1 and signals["lexical_rank"] is None and signals["lexical_score"] is None
+        assert "hop" not in signals  # a null the schema may leave out still goes
+
     async def test_ranking_knobs_are_not_tool_arguments(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key) as s:
             tools = {t.name: t for t in (await s.list_tools()).tools}

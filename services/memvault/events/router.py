@@ -4,7 +4,6 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query, Response
 
-from memvault.errors import InvalidInput
 from memvault.events.schemas import EventsIn, IngestOut, MessagePage, Role, SessionOut, SessionPage
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
 from memvault.gateway.idempotency import IDEMPOTENT
@@ -16,12 +15,6 @@ router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["events"])
 # Session ids are free text and may hold slashes, so the path segment is matched greedily;
 # "/messages" is routed first, which leaves GET /sessions/{id} for everything else.
 SessionIdPath = Annotated[str, Path(min_length=1, max_length=200, description="Session id (URL-encoded).")]
-
-
-def _no_nul(value: str | None, field: str) -> None:
-    # PostgreSQL text cannot hold NUL: say so, rather than fail in the database.
-    if value is not None and "\x00" in value:
-        raise InvalidInput(f"{field}: must not contain NUL characters", extra={"field": field})
 
 
 @router.post("/events", status_code=202, dependencies=[IDEMPOTENT])
@@ -49,7 +42,6 @@ async def list_sessions(
     cursor: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> SessionPage:
     """Sessions with the most recent activity first; follow `next_cursor` for more."""
-    _no_nul(user_id, "user_id")
     return await api.list_sessions(p, ns, user_id=user_id, limit=limit, cursor=cursor)
 
 
@@ -65,7 +57,6 @@ async def list_messages(
     cursor: Annotated[str | None, Query(max_length=1000)] = None,
 ) -> MessagePage:
     """A session's messages in conversation order (message time, then arrival); follow `next_cursor`."""
-    _no_nul(session_id, "session_id")
     return await api.list_messages(p, ns, session_id, limit=limit, cursor=cursor, order=order, role=role)
 
 
@@ -74,12 +65,10 @@ async def get_observations(ns: NamespaceName, session_id: SessionIdPath, p: Read
     """What the session was about: summary, topics, decisions and open questions, written by its
     extraction (rule-based, or the configured LLM) and rewritten each time new events are extracted.
     404 `observation_not_found` until the session's first extraction job has run."""
-    _no_nul(session_id, "session_id")
     return await api.get_observations(p, ns, session_id)
 
 
 @router.get("/sessions/{session_id:path}")
 async def get_session(ns: NamespaceName, session_id: SessionIdPath, p: ReadPrincipal, api: Api) -> SessionOut:
     """One session: its user, first and last message times and message count."""
-    _no_nul(session_id, "session_id")
     return await api.get_session(p, ns, session_id)

@@ -84,9 +84,32 @@ def hits(out: SearchOut, *, explain: bool = False) -> Hits:
 
 
 def compact(model: BaseModel) -> CallToolResult:
-    """The model as structured content without null fields, and as one line of the same JSON."""
-    data = model.model_dump(mode="json", exclude_none=True)
+    """The model as structured content without the null fields it may leave out, and as one line of
+    the same JSON."""
+    data = _without_optional_nulls(model, model.model_dump(mode="json"))
     return CallToolResult(content=[TextContent(type="text", text=_json(data))], structured_content=data)
+
+
+def _without_optional_nulls(model: BaseModel, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (``model`` dumped) without the nulls of fields that have a default, at every depth.
+    A null that the model requires stays: the output schema is checked against what is sent, and
+    dropping every null (a hit's `lexical_rank` when no word matched) failed each such search."""
+    fields = type(model).model_fields
+    for key in list(data):
+        value, dumped = getattr(model, key, None), data[key]
+        if dumped is None and key in fields and not fields[key].is_required():
+            del data[key]
+        elif isinstance(value, BaseModel) and isinstance(dumped, dict):
+            _without_optional_nulls(value, dumped)
+        elif isinstance(value, list | tuple) and isinstance(dumped, list):
+            for item, part in zip(value, dumped, strict=False):
+                if isinstance(item, BaseModel) and isinstance(part, dict):
+                    _without_optional_nulls(item, part)
+        elif isinstance(value, dict) and isinstance(dumped, dict):
+            for k, item in value.items():
+                if isinstance(item, BaseModel) and isinstance(dumped.get(str(k)), dict):
+                    _without_optional_nulls(item, dumped[str(k)])
+    return data
 
 
 def context(out: ContextOut) -> CallToolResult:

@@ -5,7 +5,6 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from memvault.errors import InvalidInput
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
 from memvault.gateway.idempotency import IDEMPOTENT
 from memvault.namespaces.router import NamespaceName
@@ -23,12 +22,6 @@ from memvault.traces.schemas import (
 )
 
 router = APIRouter(prefix="/v1/namespaces/{ns}", tags=["traces"])
-
-
-def _no_nul(value: str | None, field: str) -> None:
-    # PostgreSQL text cannot hold NUL: say so, rather than fail in the database.
-    if value is not None and "\x00" in value:
-        raise InvalidInput(f"{field}: must not contain NUL characters", extra={"field": field})
 
 
 @router.post("/traces", status_code=201, dependencies=[IDEMPOTENT])
@@ -58,8 +51,6 @@ async def list_traces(
     cursor: Annotated[str | None, Query(max_length=500)] = None,
 ) -> TracePage:
     """Traces newest first, without their steps; follow `next_cursor` for more."""
-    _no_nul(user_id, "user_id")
-    _no_nul(agent_id, "agent_id")
     return await api.list_traces(
         p, ns, status=status, success=success, user_id=user_id, agent_id=agent_id, limit=limit, cursor=cursor
     )
