@@ -97,7 +97,12 @@ def fitting(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
             return st.datetimes(timezones=st.just(UTC)).map(lambda d: d.isoformat())
         if "pattern" in schema:
             return st.from_regex(schema["pattern"], fullmatch=True)
-        return st.text(min_size=schema.get("minLength", 0), max_size=schema.get("maxLength", 40))
+        low, high = schema.get("minLength", 0), schema.get("maxLength", 40)
+        # Words as a person writes them half the time (deeper paths), any text the other half.
+        words = st.from_regex(r"[A-Z][a-z]{1,8}( [a-z]{1,8}){0,4}", fullmatch=True).filter(
+            lambda w: low <= len(w) <= high
+        )
+        return words | st.text(min_size=low, max_size=high)
     if kind == "integer":
         return st.integers(schema.get("minimum", -(10**6)), schema.get("maximum", 10**6))
     if kind == "number":
