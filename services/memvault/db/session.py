@@ -232,12 +232,13 @@ IDLE_BEFORE_PING_S = 1.0
 def ping_when_idle(engine: AsyncEngine, idle_s: float = IDLE_BEFORE_PING_S) -> None:
     """Ping a pooled connection on checkout only when it has been idle ``idle_s`` or more.
 
-    SQLAlchemy's ``pool_pre_ping`` pings on every checkout: a round trip that cost about 0.25 ms of
-    a request's 4.6 ms of CPU (a get, docs/benchmarks.md), twice per request (the key lookup and the
-    operation). The pings catch connections that died while they sat in the pool (a restarted
-    server, an idle timeout on the way); a connection in use a moment ago has had no time to. If the
-    server restarts under load, the first request to meet a dead connection fails (503) and
-    SQLAlchemy then replaces every connection pooled before it, as it does without a ping."""
+    SQLAlchemy's ``pool_pre_ping`` pings on every checkout: a round trip for each of a request's two
+    checkouts (the key lookup, the operation), about 0.25 ms of a get's 4.6 ms of CPU together
+    (docs/benchmarks.md, "What every request does before its operation"). The pings catch
+    connections that died while they sat in the pool (a restarted server, an idle timeout on the
+    way); a connection in use a moment ago has had no time to. If the server restarts under load,
+    the first request to meet a dead connection fails (503) and SQLAlchemy then replaces every
+    connection pooled before it, as it does without a ping."""
     pool = engine.sync_engine.pool
 
     @event.listens_for(pool, "checkin")
@@ -345,17 +346,14 @@ class Database:
         on every request with a key): in autocommit, the statement goes alone, without the BEGIN
         and COMMIT round trips."""
         async with _reachable(), self._sessions() as session:
-            started = time.perf_counter()
-            await session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-            if self.on_pool_wait is not None:
-                self.on_pool_wait(time.perf_counter() - started)
+            await self._check_out(session, isolation_level="AUTOCOMMIT")
             yield session
 
-    async def _check_out(self, session: AsyncSession) -> None:
+    async def _check_out(self, session: AsyncSession, **execution_options: Any) -> None:
         """Take the session's connection now, timing the wait for a free one: a pool too small for
         the load shows as requests waiting here (``memvault_db_pool_wait_seconds``)."""
         started = time.perf_counter()
-        await session.connection()
+        await session.connection(execution_options=execution_options or None)
         if self.on_pool_wait is not None:
             self.on_pool_wait(time.perf_counter() - started)
 
