@@ -51,7 +51,8 @@ class TestPings:
         pings = count_pings(db)
         for _ in range(20):
             assert await backend_pid(db) == first  # one pooled connection, used again and again
-        assert pings[0] == 0
+        # pool_pre_ping pinged all 20; one ping is a stall of a second on a loaded machine.
+        assert pings[0] <= 1
 
     async def test_a_connection_idle_for_a_while_is_pinged(self, db: Database) -> None:
         await backend_pid(db)
