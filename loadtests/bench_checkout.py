@@ -7,7 +7,7 @@ the API key's lookup. A/B in one process, rounds alternating:
   (db/session.py ``ping_when_idle``, ``Database.lookup``).
 
 The client is httpx over ASGI in the same process, so a request's CPU includes the client's (the
-same for both); the embedded PostgreSQL's CPU is read from /proc. Run from the repo root:
+same for both); PostgreSQL's is its postmaster's and its backends' (``tree_cpu``). From the repo root:
 
     HF_HUB_OFFLINE=1 PYTHONPATH=services .venv/bin/python loadtests/bench_checkout.py --requests 400 --rounds 6
 """
@@ -16,30 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import time
 from typing import Any
 
-from harness import embedded_app
-
-
-def postgres_cpu_s() -> float:
-    """CPU seconds of every process named postgres on this machine (the benchmark's own server)."""
-    total = 0
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/comm") as f:
-                if not f.read().startswith("postgres"):
-                    continue
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+from harness import embedded_app, tree_cpu
 
 
 def use(api: Any, variant: str) -> None:
@@ -50,11 +31,16 @@ def use(api: Any, variant: str) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     import httpx
+    import psutil
+    from sqlalchemy import text
 
     from memvault.principal import Principal
 
     async with embedded_app() as stack:
         api = stack.api
+        async with api._db.owner() as s:
+            backend = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        postmaster = psutil.Process(backend).ppid()
         t = await api.create_tenant("checkout-bench")
         from memvault.memories.schemas import MemoryIn
 
@@ -80,13 +66,13 @@ async def main(args: argparse.Namespace) -> None:
                     for variant in ("before", "after") if rnd % 2 == 0 else ("after", "before"):
                         use(api, variant)
                         walls = []
-                        cpu0, pg0 = time.process_time(), postgres_cpu_s()
+                        cpu0, pg0 = time.process_time(), tree_cpu(postmaster)
                         for _ in range(args.requests):
                             began = time.perf_counter()
                             await client.request(method, url, json=body, headers=headers)
                             walls.append(time.perf_counter() - began)
                         cpu = (time.process_time() - cpu0) / args.requests * 1e3
-                        pg = (postgres_cpu_s() - pg0) / args.requests * 1e3
+                        pg = (tree_cpu(postmaster) - pg0) / args.requests * 1e3
                         results.setdefault((name, variant), []).append((cpu, pg, statistics.median(walls) * 1e3))
         use(api, "after")
     print(f"{args.requests} requests x {args.rounds} rounds per variant, medians of the rounds\n")

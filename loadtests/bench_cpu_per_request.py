@@ -41,12 +41,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import seed  # noqa: E402
+from harness import tree_cpu  # noqa: E402
 from scenarios.texts import Queries  # noqa: E402
 from stack import Stack, embedded  # noqa: E402
 
@@ -62,34 +62,6 @@ MIX = {
     "mcp_search": 5,
 }
 OPS = ["search", "search_cached", "context", "store", "batch10", "get", "list", "mcp_search", "mcp_open"]
-CLOCK = os.sysconf("SC_CLK_TCK")
-
-
-def _proc_cpu(pid: int, children: bool) -> float:
-    """User + system seconds of one process (and, with ``children``, of its reaped children)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    ticks = int(fields[11]) + int(fields[12])  # utime, stime
-    if children:
-        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
-    return ticks / CLOCK
-
-
-def tree_cpu(root: int | None) -> float:
-    """The CPU of a process and every descendant, alive or reaped (PostgreSQL's backends end and
-    are reaped by the postmaster; their time is then in its cutime)."""
-    if root is None:
-        return 0.0
-    total = _proc_cpu(root, children=True)
-    try:
-        kids = psutil.Process(root).children(recursive=True)
-    except psutil.Error:
-        return total
-    for kid in kids:
-        total += _proc_cpu(kid.pid, children=False)
-    return total
 
 
 def _copy(src: Path, dst: Path) -> None:

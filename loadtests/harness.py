@@ -82,6 +82,35 @@ def load_embedder(**options: Any) -> Any:
     return embedder
 
 
+def _proc_cpu(pid: int, children: bool) -> float:
+    """User + system seconds of one process (and, with ``children``, of its reaped children)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12])  # utime, stime
+    if children:
+        ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(root: int | None) -> float:
+    """The CPU of a process and every descendant, alive or reaped (PostgreSQL's backends end and
+    are reaped by the postmaster; their time is then in its cutime)."""
+    import psutil
+
+    if root is None:
+        return 0.0
+    total = _proc_cpu(root, children=True)
+    try:
+        kids = psutil.Process(root).children(recursive=True)
+    except psutil.Error:
+        return total
+    for kid in kids:
+        total += _proc_cpu(kid.pid, children=False)
+    return total
+
+
 @dataclass
 class Stack:
     app: Any
