@@ -49,9 +49,10 @@ def dense_inner(
         nearest(Memory.in_graph, gave_up, order=dist + literal_column("0")),
         nearest(~Memory.in_graph),
     ).subquery("dense_parts")
+    best = select(*parts.c).order_by(parts.c.dist).limit(candidates)
     if keep is None:
-        return select(*parts.c).order_by(parts.c.dist).limit(candidates).subquery("dense_inner")
-    found = select(*parts.c).order_by(parts.c.dist).limit(candidates).subquery("dense_nearest")
+        return best.subquery("dense_inner")
+    found = best.subquery("dense_nearest")
     return passing(found, found.c.tenant_id, found.c.id, [keep], "dense_kept").subquery("dense_inner")
 
 
