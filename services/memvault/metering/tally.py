@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import Literal
 
 Door = Literal["rest", "sdk", "mcp", "dashboard", "internal"]
@@ -33,9 +34,12 @@ class Tally:
     events_ingested: int = 0
     tokens_embedded: int = 0
     bytes_stored: int = 0
+    # What monthly caps let the operation take ahead of its work (metering/meter.py), per month,
+    # unit and whether Redis holds it; the meter puts what was used in its place when the call ends.
+    taken: dict[tuple[datetime, str, bool], int] = field(default_factory=dict)
 
 
-COUNTED = tuple(f.name for f in fields(Tally) if f.name != "namespace")
+COUNTED = tuple(f.name for f in fields(Tally) if f.name not in ("namespace", "taken"))
 
 _tally: ContextVar[Tally | None] = ContextVar("memvault_tally", default=None)
 _door: ContextVar[Door] = ContextVar("memvault_door", default="internal")
@@ -43,6 +47,10 @@ _door: ContextVar[Door] = ContextVar("memvault_door", default="internal")
 
 def current_door() -> Door:
     return _door.get()
+
+
+def current_tally() -> Tally | None:
+    return _tally.get()
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """The one place a quota is checked: every door's write that adds to a capped thing (memories,
-namespaces, keys, members) or to a monthly counter (events, embedded tokens) asks here, before it
-stores anything, so a refused request leaves nothing behind."""
+namespaces, keys, members) asks here, before it stores anything, so a refused request leaves
+nothing behind. Monthly counters (events, embedded tokens) are checked, and taken, by the usage
+meter (metering/meter.py), which counts them; their refusal is this module's MonthlyQuotaExceeded."""
 
 from __future__ import annotations
 
@@ -47,10 +48,3 @@ def require_room(limits: PlanLimits, quota: str, *, used: int, adding: int = 1) 
     limit: int | None = getattr(limits, quota)
     if limit is not None and used + adding > limit:
         raise QuotaExceeded(quota, limit=limit, used=used, adding=adding)
-
-
-def require_monthly_room(limits: PlanLimits, quota: str, *, used: int, adding: int = 1) -> None:
-    """Refuse a monthly counter past its cap (MonthlyQuotaExceeded, retry when the month ends)."""
-    limit: int | None = getattr(limits, quota)
-    if limit is not None and used + adding > limit:
-        raise MonthlyQuotaExceeded(quota, limit=limit, used=used)
