@@ -4,6 +4,7 @@ and one Redis count one limit together: a key's searches through either server a
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 from collections.abc import Iterator
@@ -77,3 +78,30 @@ async def test_two_server_processes_share_one_count(api: NamespaceAPI, two_serve
         assert codes == [200, 200, 200, 200, 200, 429, 429], codes
         assert r.json()["code"] == "rate_limited" and int(r.headers["retry-after"]) >= 1
         assert r.headers["ratelimit-policy"] == '"key-search";q=5;w=60'
+
+
+async def test_two_server_processes_hold_one_monthly_cap_between_writers_at_once(
+    api: NamespaceAPI, two_servers: list[str]
+) -> None:
+    """30 ingests at once, half through each server, against a cap of 10 events a month: exactly
+    10 are stored, whichever server they reached, and both servers' accounts agree."""
+    t = await make_tenant(api, "two-procs-month")
+    await api.set_tenant_plan(t.id, "unlimited", {"events_per_month": 10})
+    path = f"/v1/namespaces/{t.namespace}/events"
+    async with httpx.AsyncClient(timeout=60) as http:
+
+        async def ingest(i: int) -> httpx.Response:
+            body = {"session_id": f"s{i}", "messages": [{"role": "user", "content": f"note {i}"}]}
+            return await http.post(f"{two_servers[i % 2]}{path}", json=body, headers=t.headers)
+
+        answers = await asyncio.gather(*(ingest(i) for i in range(30)))
+        codes = sorted("stored" if r.is_success else str(r.status_code) for r in answers)
+        assert codes == ["429"] * 20 + ["stored"] * 10, codes
+        refused = next(r for r in answers if r.status_code == 429).json()
+        assert (refused["code"], refused["quota"], refused["limit"]) == ("quota_exceeded", "events_per_month", 10)
+        for base in two_servers:
+            r = await http.get(f"{base}/v1/account", headers=t.headers)
+            quotas = {q["quota"]: q for q in r.json()["quotas"]}
+            assert quotas["events_per_month"]["used"] == 10, base
+        sessions = (await http.get(f"{two_servers[0]}/v1/namespaces/{t.namespace}/sessions", headers=t.headers)).json()
+        assert len(sessions["data"]) == 10
