@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 WRITE_INTERVAL_S = 2.0
 
 FOREIGN_KEY_VIOLATION = "23503"
+# Seconds between two warnings that the months' differences could not reach Redis.
+WARN_EVERY_S = 30.0
 
 # (tenant, hour, door, namespace, key, operation)
 Bucket = tuple[uuid.UUID, datetime, str, str, str, str]
@@ -102,6 +104,7 @@ class UsageMeter(DeferredWriter):
         self._shared = SharedMonth(redis_url) if redis_url else None
         self._differences: dict[tuple[uuid.UUID, datetime], list[int]] = {}
         self._adder: asyncio.Task[None] | None = None
+        self._warned_at = -WARN_EVERY_S
 
     # ---- counting -----------------------------------------------------------------------------
 
@@ -148,7 +151,7 @@ class UsageMeter(DeferredWriter):
     def _settle(self, tenant_id: uuid.UUID, month: datetime, tally: Tally, units: list[int]) -> None:
         """Put what a call used of each monthly unit in the place of what it took: taken here, it
         leaves the unwritten tally (``_add`` puts the use there); taken in Redis, the difference is
-        added there with the next write (and so is the use of calls that took nothing)."""
+        added there by the adder task (and so is the use of calls that took nothing)."""
         for (taken_month, unit, shared), n in tally.taken.items():
             if not shared:
                 self._add_unwritten(tenant_id, taken_month, [-n if u == unit else 0 for u in UNITS])
@@ -221,7 +224,7 @@ class UsageMeter(DeferredWriter):
                     used = await self._shared.take(tenant_id, month, unit, adding, limit, hold=tally is not None)
             except (RedisError, LookupError, TimeoutError):
                 # As the rate limits do: without Redis each process goes on with its own count.
-                log.warning("monthly use of tenant %s not reachable in Redis; counting alone", tenant_id, exc_info=True)
+                self._redis_away("monthly use of tenant %s not reachable in Redis; counting alone", tenant_id)
             else:
                 if used is None and tally is not None:
                     tally.taken[(month, unit, True)] = tally.taken.get((month, unit, True), 0) + adding
@@ -252,7 +255,7 @@ class UsageMeter(DeferredWriter):
             try:
                 live = await self._shared.raise_to(tenant_id, month, end, [held[UNITS.index(u)] for u in MONTHLY_UNITS])
             except (RedisError, TimeoutError):
-                log.warning("monthly use of tenant %s not reachable in Redis", tenant_id, exc_info=True)
+                self._redis_away("monthly use of tenant %s not reachable in Redis", tenant_id)
             else:
                 totals.update(zip(MONTHLY_UNITS, live, strict=True))
         return totals
@@ -382,14 +385,21 @@ class UsageMeter(DeferredWriter):
     def _keep(self, items: list[Difference]) -> None:
         """Keep differences Redis did not take for the next write, unless too many are held (the
         months may then be short of them until the table's totals raise them)."""
-        if len(self._differences) + len(items) > self._max_pending:
-            log.warning("could not add %d monthly differences to Redis; dropped", len(items), exc_info=True)
-            return
-        log.warning("could not add %d monthly differences to Redis; kept", len(items), exc_info=True)
-        for tenant_id, month, numbers in items:
-            held = self._differences.setdefault((tenant_id, month), [0] * len(MONTHLY_UNITS))
-            for i, n in enumerate(numbers):
-                held[i] += n
+        dropped = len(self._differences) + len(items) > self._max_pending
+        if not dropped:
+            for tenant_id, month, numbers in items:
+                held = self._differences.setdefault((tenant_id, month), [0] * len(MONTHLY_UNITS))
+                for i, n in enumerate(numbers):
+                    held[i] += n
+        what = "dropped" if dropped else "kept"
+        self._redis_away("could not add %d monthly differences to Redis; %s", len(items), what)
+
+    def _redis_away(self, message: str, *args: object) -> None:
+        """Warn with the error being handled, once in a while rather than once a request while
+        Redis is away."""
+        if time.monotonic() - self._warned_at >= WARN_EVERY_S:
+            self._warned_at = time.monotonic()
+            log.warning(message, *args, exc_info=True)
 
     async def aclose(self) -> None:
         await super().aclose()
