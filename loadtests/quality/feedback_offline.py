@@ -3,6 +3,7 @@ LoCoMo before any of them goes into the search statement (issue 30, item 3).
 
     HF_HUB_OFFLINE=1 .venv/bin/python loadtests/quality/feedback_offline.py dump PATH [--conversations 10]
     .venv/bin/python loadtests/quality/feedback_offline.py simulate PATH
+    .venv/bin/python loadtests/quality/feedback_offline.py halves PATH
 
 ``dump`` ingests LoCoMo as locomo.py does (issue 4 protocol), searches every question through the
 facade twice (limit 10: the served list; limit 100: a wider candidate list with each hit's fused
@@ -142,9 +143,11 @@ class Sim:
             for e in self.ents[mid]:
                 self.links[(m["ns"], e)].add(mid)
 
-    def report(self, name: str, fn: Callable[[dict[str, Any]], list[str]]) -> None:
+    def report(self, name: str, fn: Callable[[dict[str, Any]], list[str]], part: set[str] | None = None) -> None:
         per: dict[int, list[float]] = collections.defaultdict(list)
         for q in self.qs:
+            if part is not None and q["ns"] not in part:
+                continue
             top = set(fn(q)[:10])
             per[q["cat"]].append(sum(e in top for e in q["ev"]) / len(q["ev"]))
         every = [x for v in per.values() for x in v]
@@ -214,6 +217,18 @@ class Sim:
                     near[mid] = max(near[mid], (h[1] / best) * (1 - abs(dt) / (width + 1)))
         return self.merged(q, near, w)
 
+    def window_served(self, q: dict[str, Any], n: int, width: int, w: float) -> list[str]:
+        """The session window over the fused list's best ``n`` only (no candidate added): what a
+        search could do in Python with ``n`` fused rows, as the timeline does with 20."""
+        hits = q["hits"][:n]
+        s, t = self.pos[hits[0][2]]
+        score = {}
+        for h in hits:
+            hs, ht = self.pos[h[2]]
+            near = hs == s and 0 < abs(ht - t) <= width
+            score[h[2]] = h[1] + (w * (1 - abs(ht - t) / (width + 1)) if near else 0.0)
+        return [self.mems[c]["dia"] for c in sorted(score, key=lambda c: -score[c])]
+
     def diversify(self, q: dict[str, Any], per: int) -> list[str]:
         out, rest, count = [], [], collections.Counter[Any]()
         for h in q["hits"][:30]:
@@ -241,6 +256,27 @@ class Sim:
         return [self.mems[m]["dia"] for _, m in sorted(joined, key=lambda x: -x[0])]
 
 
+def halves(path: Path) -> None:
+    """The session window chosen on the first half of the conversations, read on the other half."""
+    sim = Sim(pickle.loads(path.read_bytes()))
+    names = sorted({q["ns"] for q in sim.qs})
+    for label, part in (("first half", set(names[: len(names) // 2])), ("second half", set(names[len(names) // 2 :]))):
+        print(f"\n{label}: {len(part)} conversations\n")
+        print("| step | all | " + " | ".join(CATEGORIES.values()) + " |")
+        print("|---|---|" + "---|" * len(CATEGORIES))
+        sim.report("served list (server defaults)", lambda q: q["top10"], part)
+        for m, width, w in itertools.product((1, 2, 3), (1, 2, 3, 5), (0.05, 0.1, 0.15, 0.2)):
+            sim.report(
+                f"session window m={m} W={width} w={w}", lambda q, m=m, x=width, w=w: sim.window(q, m, x, w), part
+            )
+        for n, width, w in itertools.product((20, 30), (3, 5), (0.1, 0.15, 0.2)):
+            sim.report(
+                f"session window over the best {n} W={width} w={w}",
+                lambda q, n=n, x=width, w=w: sim.window_served(q, n, x, w),
+                part,
+            )
+
+
 def simulate(path: Path) -> None:
     sim = Sim(pickle.loads(path.read_bytes()))
     print("| step | all | " + " | ".join(CATEGORIES.values()) + " |")
@@ -266,13 +302,15 @@ def simulate(path: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=("dump", "simulate"))
+    parser.add_argument("mode", choices=("dump", "simulate", "halves"))
     parser.add_argument("path", type=Path)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", type=int, default=10)
     args = parser.parse_args()
     if args.mode == "dump":
         asyncio.run(dump(args.path, json.loads(args.data.read_text())[: args.conversations]))
+    elif args.mode == "halves":
+        halves(args.path)
     else:
         simulate(args.path)
     return 0
