@@ -5,13 +5,14 @@ One hash per tenant and month, ``memvault:month:<tenant>:<YYYY-MM>``, holds the 
 the replicas know it: what the usage table holds, plus what every replica has counted and not
 yet written, plus what writes running now have taken ahead (``take``). A write takes what it is
 about to add in the same script that checks the cap, so two writers never both fit where one
-does; when it ends its meter adds the difference between what it used and what it took (``add``,
-with the buffered counts, every few seconds). The table stays the record: Redis keeps nothing on
-disk here, so a hash that is missing (a new month, a Redis restarted) is first filled from the
-table plus the process's own unwritten counts (``raise_to``), and every refresh of the table's
-totals raises the hash to them again, which bounds what a lost hash forgets to another replica's
-last few seconds. A replica that crashes with a write under way leaves what that write took in the
-month's count: the cap errs on the side of refusing.
+does; when it ends, its meter adds the difference between what it used and what it took
+(``add``, from a task, within a round trip; before the counts are written to the table, so the
+hash is never behind the table). The table stays the record: Redis keeps nothing on disk here,
+so a hash that is missing (a new month, a Redis restarted) is first filled from the table
+(``raise_to``), and every read of the table's totals raises the hash to them again, which bounds
+what a lost hash forgets to what other replicas had not yet written. A replica that crashes with
+a write under way leaves what that write took in the month's count: the cap errs on the side of
+refusing.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ if ARGV[4] == '1' then redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2]) end
 return -2
 """
 
-# Raise each unit to at least its floor (the table's total plus this process's unwritten counts),
-# creating the hash if it is missing; reply with the month's use.
+# Raise each unit to at least its floor (the table's total), creating the hash if it is missing;
+# reply with the month's use.
 _RAISE = """
 for i, unit in ipairs({'events_ingested', 'tokens_embedded'}) do
   local floor = tonumber(ARGV[i + 1])
