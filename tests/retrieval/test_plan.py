@@ -163,10 +163,10 @@ async def test_a_user_search_reads_the_users_memories_not_every_users(
     assert out.metrics.candidates["lexical"] == min(holding, 50)
     assert "memvault_word_best_keyed" not in functions_run(plan)
 
-    # The reader's 100 rows (once per channel), the hits and their neighbours: well under the
-    # 3,100 rows.
+    # The reader's 100 rows (once per channel), the hits (20 of them, for the best hit's
+    # conversation: retrieval/window.py) and their neighbours: well under the 3,100 rows.
     read = rows_read(plan, "memories")
-    assert read < MEMORIES / 8, read
+    assert read < MEMORIES / 7, read
 
 
 async def test_a_user_with_a_large_chain_finds_the_same_by_the_namespaces_best_matches(

@@ -17,7 +17,7 @@ from memvault.gateway.deps import Api
 from memvault.maintenance.schemas import DEFAULT_STEPS, Step
 from memvault.namespaces.schemas import NamespaceIn, NamespaceOut, NamespacePatch
 from memvault.namespaces.service import EXACT_COUNT_CAP
-from memvault.retrieval.schemas import CHANNELS, DEFAULT_FUSION, DEFAULT_WEIGHTS
+from memvault.retrieval.schemas import AFTER_FUSION, CHANNELS, DEFAULT_FUSION, DEFAULT_WEIGHTS
 
 router = APIRouter(include_in_schema=False)
 
@@ -85,7 +85,7 @@ def _settings_page(
         notice=notice,
         ns=ns,
         error=error,
-        channels=CHANNELS,
+        channels=CHANNELS + AFTER_FUSION,
         default_weights=DEFAULT_WEIGHTS,
         default_fusion=DEFAULT_FUSION,
         all_steps=[s.value for s in Step],
@@ -103,7 +103,7 @@ async def namespace(request: Request, name: str, api: Api, me: Me) -> Response:
 def _patch(form: Form) -> NamespacePatch:
     """The settings form as a patch: every part given, so a blank one clears it."""
     weights: dict[str, float] = {}
-    for channel in CHANNELS:
+    for channel in CHANNELS + AFTER_FUSION:
         raw = form.get(f"weight_{channel}").strip()
         if raw:
             try:

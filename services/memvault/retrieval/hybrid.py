@@ -20,7 +20,7 @@ from memvault.db.session import reading_as_system, system_apart
 from memvault.memories import split
 from memvault.memories.reads_repository import system_shared, unshadowed
 from memvault.principal import SYSTEM_TENANT_ID
-from memvault.retrieval import timeline
+from memvault.retrieval import timeline, window
 from memvault.retrieval.cues import QueryCues
 from memvault.retrieval.hits import Hit, SearchOutcome
 from memvault.retrieval.plan import SearchPlan
@@ -51,6 +51,7 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
         hits = split.merge_hits(hits, shown)
         counts = {name: n + shared_counts.get(name, 0) for name, n in counts.items()}
     explained: dict[str, str] = {}
+    used = channels.used
     if timed is not None:
         time_part = _time_part(channels, plan.fusion)
         # The subject is judged on the hits' vectors, read unless a window's reading cannot turn on it.
@@ -58,11 +59,15 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
         vectors = await hit_vectors(s, hits[: timeline.FETCH]) if judged else {}
         arranged = timeline.arrange(plan.query, hits, timed, vectors, plan.limit, time_part)
         hits, explained = arranged.hits, arranged.explained
+    elif _window_weight(plan) > 0:
+        hits = window.lift(hits, _window_weight(plan), plan.session_gap_minutes * 60.0)[: plan.limit]
+        if any("window" in h.channels for h in hits):  # reported where it counted, as the channels are
+            used = {**used, "window": _window_weight(plan)}
     elapsed = (time.perf_counter() - started) * 1000
     return SearchOutcome(
         hits=hits,
         candidates=counts,
-        weights=channels.used,
+        weights=used,
         fusion=plan.fusion,
         timings_ms={"sql": round(elapsed, 2)},
         cues=explained,
@@ -85,11 +90,19 @@ async def _search(
             # Time re-orders the fused hits within their subject, not in the fusion.
             channels.used.pop("time")
         params["limit"] = timeline.fetch(plan.limit)
+    elif _window_weight(plan) > 0:
+        params["limit"] = window.fetch(plan.limit)
     rows = await search_rows(s, prepared, params, settings)
     if channels.active["context"] and not any(row._mapping["n_near"] for row in rows):
         channels.drop_context()
     hits, counts = _hits(rows, prepared, channels, plan.fusion)
     return hits, counts, channels, timed
+
+
+def _window_weight(plan: SearchPlan) -> float:
+    """The weight of the best hit's conversation (retrieval/window.py); a query the timeline
+    answers is ordered by time instead."""
+    return float((plan.weights or {}).get("window", 0.0))
 
 
 def _time_part(channels: Channels, fusion: str) -> Callable[[Hit], float]:

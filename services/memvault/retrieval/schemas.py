@@ -20,6 +20,9 @@ from memvault.retrieval.kinds import (
 
 # Fusion channels: two retrieve candidates (dense, lexical); the rest rank those candidates.
 CHANNELS = ("dense", "lexical", "recency", "importance", "access", "strength", "intent", "graph", "time", "context")
+# Steps after the fusion, weighted like the channels (0 turns one off): the best hit's conversation
+# neighbours lifted (retrieval/window.py).
+AFTER_FUSION = ("window",)
 # Checked on the LoCoMo benchmark (docs/benchmarks.md): retrieval stays dominant; the priors only
 # reorder the retrieval head; cues count only when the query has one.
 # Recency, importance and access are off by default: on LoCoMo (no dates, default importance)
@@ -38,6 +41,8 @@ DEFAULT_WEIGHTS: dict[str, float] = {
     # A memory's session neighbours matching the query: recall@10 0.681 -> 0.75x on LoCoMo
     # (docs/benchmarks.md), where the evidence of an answer is often the turn after the question.
     "context": 1.0,
+    # The best hit's conversation neighbours among the hits lifted (retrieval/window.py).
+    "window": 0.1,
 }
 
 
@@ -50,9 +55,9 @@ DEFAULT_FUSION: Fusion = "weighted"
 def check_weights(v: dict[str, float] | None) -> dict[str, float] | None:
     if v is None:
         return v
-    unknown = sorted(set(v) - set(CHANNELS))
+    unknown = sorted(set(v) - set(CHANNELS) - set(AFTER_FUSION))
     if unknown:
-        raise ValueError(f"unknown channels {unknown}; known: {list(CHANNELS)}")
+        raise ValueError(f"unknown channels {unknown}; known: {list(CHANNELS + AFTER_FUSION)}")
     for name, w in v.items():
         if not (0 <= w <= 10):  # also refuses NaN
             raise ValueError(f"weight of {name!r} must be between 0 and 10")
