@@ -56,7 +56,7 @@ async def main() -> int:
         p = Principal.system(uuid.UUID(built["tenant_id"]), subject="bench")
 
         async def search(text: str, fields: dict[str, Any]) -> dict[str, float]:
-            out = await api.search(p, ns, SearchIn(query=text, limit=10, reference_time=ref, **fields))
+            out = await api.search(p, ns, SearchIn(query=text, reference_time=ref, **{"limit": 10, **fields}))
             return out.metrics.timings_ms
 
         for text in questions:  # warm: embeddings cached, statements built, pages read

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # loadtests/: the 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import DEFAULT_DATA, embedded_app
-from locomo import RESULTS, ask, ingest, revision
+from locomo import RESULTS, Facade, ask, ingest, revision
 from protocol import CATEGORIES, memories_of, questions_of, reference_time, speakers_of
 
 
@@ -125,7 +125,10 @@ async def main() -> int:
                 links += await ingest_named(api, p, conv["sample_id"], conv, text_only=args.text_only)
             else:
                 await ingest(api, p, conv["sample_id"], conv, text_only=args.text_only)
-        runs = {name: await ask(api, p, questions, refs, request) for name, request in parse_variants(args.variant)}
+        backend, spaces = Facade(api, p), {conv["sample_id"]: conv["sample_id"] for conv in data}
+        runs = {
+            name: await ask(backend, spaces, questions, refs, request) for name, request in parse_variants(args.variant)
+        }
 
     md = (
         f"LoCoMo, {len(data)} conversations, {len(questions)} questions"
