@@ -59,10 +59,10 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
         vectors = await hit_vectors(s, hits[: timeline.FETCH]) if judged else {}
         arranged = timeline.arrange(plan.query, hits, timed, vectors, plan.limit, time_part)
         hits, explained = arranged.hits, arranged.explained
-    elif _window_weight(plan) > 0:
-        hits = window.lift(hits, _window_weight(plan), plan.session_gap_minutes * 60.0)[: plan.limit]
+    elif (lifting := _window_weight(plan)) > 0:
+        hits = window.lift(hits, lifting, plan.session_gap_minutes * 60.0)[: plan.limit]
         if any("window" in h.channels for h in hits):  # reported where it counted, as the channels are
-            used = {**used, "window": _window_weight(plan)}
+            used = {**used, "window": lifting}
     elapsed = (time.perf_counter() - started) * 1000
     return SearchOutcome(
         hits=hits,

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from memvault.memories.models import Memory
 from memvault.retrieval.hits import Hit
+from memvault.retrieval.timeline import date_of
 
 # Fused rows the statement returns when the window applies: room below the page for the best
 # hit's neighbours to rise from.
@@ -40,13 +40,9 @@ def fetch(limit: int) -> int:
     return max(limit, FETCH)
 
 
-def _when(m: Memory) -> datetime:
-    return m.valid_from or m.created_at
-
-
 def _order(hit: Hit) -> tuple[datetime, int]:
     """Conversation order: valid time, then the order written (as the context channel reads it)."""
-    return (_when(hit.memory), hit.memory.seq or 0)
+    return (date_of(hit), hit.memory.seq or 0)
 
 
 def same_conversation(best: Hit, other: Hit, gap_s: float) -> bool:
@@ -63,7 +59,7 @@ def same_conversation(best: Hit, other: Hit, gap_s: float) -> bool:
         return b.session_id == a.session_id
     if b.session_id is not None or a.type != "event" or b.type != "event" or gap_s <= 0:
         return False
-    return abs((_when(a) - _when(b)).total_seconds()) <= gap_s * (WIDTH + 1)
+    return abs((date_of(best) - date_of(other)).total_seconds()) <= gap_s * (WIDTH + 1)
 
 
 def lift(hits: list[Hit], weight: float, gap_s: float) -> list[Hit]:
@@ -76,20 +72,12 @@ def lift(hits: list[Hit], weight: float, gap_s: float) -> list[Hit]:
     if len(conversation) < 2:
         return hits
     at = next(i for i, h in enumerate(conversation) if h is best)
-    lifted: dict[int, float] = {}
     for i, h in enumerate(conversation):
         distance = abs(i - at)
         if 0 < distance <= WIDTH:
-            lifted[id(h)] = weight * (1 - distance / (WIDTH + 1))
-    scored = []
-    for h in hits:
-        gain = lifted.get(id(h))
-        if gain is None:
-            scored.append(h)
-            continue
-        score = max(h.score, min(h.score + gain, best.score - _BELOW_BEST))
-        h.channels["window"] = (None, round(score - h.score, 6))
-        h.score = round(score, 6)
-        scored.append(h)
+            gain = weight * (1 - distance / (WIDTH + 1))
+            score = max(h.score, min(h.score + gain, best.score - _BELOW_BEST))
+            h.channels["window"] = (None, round(score - h.score, 6))
+            h.score = round(score, 6)
     # Stable: the best hit first, ties in fused order.
-    return [best, *sorted(scored[1:], key=lambda h: -h.score)]
+    return [best, *sorted(hits[1:], key=lambda h: -h.score)]
