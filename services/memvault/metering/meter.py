@@ -55,6 +55,8 @@ WARN_EVERY_S = 30.0
 
 # (tenant, hour, door, namespace, key, operation)
 Bucket = tuple[uuid.UUID, datetime, str, str, str, str]
+# Where the monthly caps' units (metering/month.py) stand among a bucket's units.
+_MONTHLY_AT = [UNITS.index(u) for u in MONTHLY_UNITS]
 # The unit each monthly quota counts.
 _MONTHLY = {"events_per_month": "events_ingested", "embedded_tokens_per_month": "tokens_embedded"}
 
@@ -152,26 +154,27 @@ class UsageMeter(DeferredWriter):
         """Put what a call used of each monthly unit in the place of what it took: taken here, it
         leaves the unwritten tally (``_add`` puts the use there); taken in Redis, the difference is
         added there by the adder task (and so is the use of calls that took nothing)."""
-        for (taken_month, unit, shared), n in tally.taken.items():
-            if not shared:
-                self._add_unwritten(tenant_id, taken_month, [-n if u == unit else 0 for u in UNITS])
-        if self._shared is None:
-            return
-        differences = {month: [units[UNITS.index(u)] for u in MONTHLY_UNITS]}
+        # Without Redis nothing is shared; with it, the call's use goes there, less what it took.
+        differences = {} if self._shared is None else {month: [units[i] for i in _MONTHLY_AT]}
         for (taken_month, unit, shared), n in tally.taken.items():
             if shared:
                 differences.setdefault(taken_month, [0] * len(MONTHLY_UNITS))[MONTHLY_UNITS.index(unit)] -= n
+            else:
+                self._add_unwritten(tenant_id, taken_month, [-n if u == unit else 0 for u in UNITS])
         for m, numbers in differences.items():
             if any(numbers):
-                held = self._differences.setdefault((tenant_id, m), [0] * len(MONTHLY_UNITS))
-                for i, n in enumerate(numbers):
-                    held[i] += n
+                self._hold_difference(tenant_id, m, numbers)
         if self._differences:
             # Added at once, not with the table's write: what a failed call took is free again, and
             # another replica sees this use, within a round trip.
             loop = asyncio.get_running_loop()
             if self._adder is None or self._adder.done() or self._adder.get_loop() is not loop:
                 self._adder = loop.create_task(self._keep_adding(), name="memvault-month-adder")
+
+    def _hold_difference(self, tenant_id: uuid.UUID, month: datetime, numbers: list[int]) -> None:
+        held = self._differences.setdefault((tenant_id, month), [0] * len(MONTHLY_UNITS))
+        for i, n in enumerate(numbers):
+            held[i] += n
 
     def _add(self, bucket: Bucket, units: list[int], *, unwritten: bool = True) -> None:
         held = self._pending.get(bucket)
@@ -253,7 +256,7 @@ class UsageMeter(DeferredWriter):
             # way there).
             held = self._written[tenant_id][2]
             try:
-                live = await self._shared.raise_to(tenant_id, month, end, [held[UNITS.index(u)] for u in MONTHLY_UNITS])
+                live = await self._shared.raise_to(tenant_id, month, end, [held[i] for i in _MONTHLY_AT])
             except (RedisError, TimeoutError):
                 self._redis_away("monthly use of tenant %s not reachable in Redis", tenant_id)
             else:
@@ -388,9 +391,7 @@ class UsageMeter(DeferredWriter):
         dropped = len(self._differences) + len(items) > self._max_pending
         if not dropped:
             for tenant_id, month, numbers in items:
-                held = self._differences.setdefault((tenant_id, month), [0] * len(MONTHLY_UNITS))
-                for i, n in enumerate(numbers):
-                    held[i] += n
+                self._hold_difference(tenant_id, month, numbers)
         what = "dropped" if dropped else "kept"
         self._redis_away("could not add %d monthly differences to Redis; %s", len(items), what)
 
