@@ -559,6 +559,45 @@ class TestSystemScope:
             await owner_conn.execute("DELETE FROM memories WHERE id = %s", (mid,))
 
 
+class TestTenantRowsPlanned:
+    """memvault_tenant_rows_planned (migration 0038) reads the statistics the app role may not
+    (pg_stats hides a table under row-level security): only the transaction's own tenant's."""
+
+    async def test_answers_for_the_transactions_tenant_only(
+        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        ns_a = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant_a.id,))
+        await owner_conn.execute(
+            "INSERT INTO memories (tenant_id, namespace_id, type, content, scope, content_hash, created_by) "
+            "SELECT %s, %s, 'fact', 'Note ' || g, 'namespace', md5(g::text), 'import' FROM generate_series(1, 2000) g",
+            (tenant_a.id, ns_a),
+        )
+        await owner_conn.execute("ANALYZE memories")
+        common = await scalar(
+            owner_conn,
+            "SELECT most_common_vals::text::uuid[] FROM pg_stats "
+            "WHERE tablename = 'memories' AND attname = 'tenant_id'",
+        )
+        assert tenant_a.id in common and tenant_b.id not in common
+
+        async with app_conn.transaction():
+            hidden = await scalar(
+                app_conn, "SELECT count(*) FROM pg_stats WHERE tablename = 'memories' AND attname = 'tenant_id'"
+            )
+            nobody = await scalar(app_conn, "SELECT memvault_tenant_rows_planned()")
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            own = await scalar(app_conn, "SELECT memvault_tenant_rows_planned()")
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_b)
+            other = await scalar(app_conn, "SELECT memvault_tenant_rows_planned()")
+
+        assert hidden == 0
+        assert nobody is None
+        assert own > 1000
+        assert other is None  # priced as any tenant: not tenant A's figure
+
+
 @pytest.mark.usefixtures("data")
 class TestWordMatchFunctions:
     """memvault_word_match and memvault_word_counts (migration 0008), memvault_word_top (0010, and
