@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
 import sys
 import time
 import uuid
@@ -27,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import DEFAULT_DATA, embedded_app, pct
 from locomo import revision
-from protocol import questions_of, reference_time
+from protocol import kept
 
 
 async def main() -> int:
@@ -42,13 +41,8 @@ async def main() -> int:
     from memvault.principal import Principal
     from memvault.retrieval.schemas import SearchIn
 
-    built = json.loads((args.keep / "built.json").read_text())
-    data = json.loads(args.data.read_text())
-    conv = next(c for c in data if c["sample_id"] == built["conversation"])
-    ns, ref = conv["sample_id"], reference_time(conv)
-    questions = [q.text for c in data for q in questions_of(c)]
-    random.Random(args.seed).shuffle(questions)
-    questions = questions[: args.queries]
+    k = kept(args.keep, args.data, args.seed)
+    built, ns, ref, questions = k.built, k.namespace, k.reference, k.questions[: args.queries]
     sides: dict[str, dict[str, Any]] = {"A": {}, "B": json.loads(args.b)}
 
     async with embedded_app("memvault-latency-", keep=args.keep) as stack:

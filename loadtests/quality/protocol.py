@@ -7,10 +7,13 @@ fixtures. The dataset is read in place by the caller (CC BY-NC 4.0: never copied
 
 from __future__ import annotations
 
+import json
+import random
 import re
 import statistics
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from harness import sessions
@@ -101,6 +104,27 @@ class Question:
     text: str
     evidence: list[str]
     unusable: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """latency.py's kept namespace (``--keep DIR``): what was built, the conversation it holds
+    (its sample id names the namespace), its reference time, and every conversation's questions
+    in a seeded order."""
+
+    built: dict[str, Any]
+    namespace: str
+    reference: datetime
+    questions: list[str]
+
+
+def kept(keep: Path, data: Path, seed: int) -> Kept:
+    built = json.loads((keep / "built.json").read_text())
+    convs = json.loads(data.read_text())
+    conv = next(c for c in convs if c["sample_id"] == built["conversation"])
+    questions = [q.text for c in convs for q in questions_of(c)]
+    random.Random(seed).shuffle(questions)
+    return Kept(built=built, namespace=conv["sample_id"], reference=reference_time(conv), questions=questions)
 
 
 def questions_of(conv: dict[str, Any]) -> list[Question]:

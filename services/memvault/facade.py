@@ -37,7 +37,6 @@ from memvault.retrieval.chain import ReaderChains
 from memvault.retrieval.lexical import TermStatsCache
 from memvault.retrieval.rerank import Reranker
 from memvault.retrieval.rewrite import QueryRewriter
-from memvault.retrieval.sizes import PlannedSizes
 from memvault.status.latency import LatencyRecorder
 
 log = logging.getLogger(__name__)
@@ -94,8 +93,6 @@ class FacadeBase:
         self._term_stats = TermStatsCache()
         # Whether each reader's scope chain is small (retrieval/chain.py).
         self._chains = ReaderChains()
-        # Each tenant's size to the planner, whose kept plans it must not share (retrieval/sizes.py).
-        self._planned_sizes = PlannedSizes()
         self._term_refresh: dict[tuple[uuid.UUID, uuid.UUID], asyncio.Task[None]] = {}
         # Searches count accesses without waiting for the write (memories/access.py).
         self._accesses = AccessLog(db, interval_s=settings.access_write_interval_s)

@@ -3,12 +3,14 @@ repositories' own tenant filters, so it must hold even for SQL that forgets to f
 
 from __future__ import annotations
 
+import math
 import uuid
+from typing import Any
 
 import psycopg
 import pytest
 from psycopg import errors
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from memvault.api import NamespaceAPI
 from memvault.contradictions.schemas import ContradictionIn
@@ -564,7 +566,12 @@ class TestTenantRowsPlanned:
     (pg_stats hides a table under row-level security): only the transaction's own tenant's."""
 
     async def test_answers_for_the_transactions_tenant_only(
-        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+        self,
+        api: NamespaceAPI,
+        app_conn: psycopg.AsyncConnection,
+        owner_conn: psycopg.AsyncConnection,
+        tenant_a: Tenant,
+        tenant_b: Tenant,
     ) -> None:
         ns_a = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant_a.id,))
         await owner_conn.execute(
@@ -596,6 +603,26 @@ class TestTenantRowsPlanned:
         assert nobody is None
         assert own > 1000
         assert other is None  # priced as any tenant: not tenant A's figure
+
+        # Every statement of tenant A's transactions says so, for the plans PostgreSQL keeps
+        # (db/planned.py); tenant B's say nothing: priced alike with every other tenant.
+        sent: list[str] = []
+
+        def capture(_conn: Any, _cursor: Any, statement: str, _params: Any, _context: Any, _many: bool) -> None:
+            sent.append(statement)
+
+        engine = api._db.app_engine.sync_engine
+        api._db.planned_sizes.forget()
+        event.listen(engine, "before_cursor_execute", capture)
+        try:
+            for tenant in (tenant_a, tenant_b):
+                async with api._db.tenant_tx(tenant.id) as tx:
+                    await tx.session.execute(text("SELECT count(*) FROM memories"))
+        finally:
+            event.remove(engine, "before_cursor_execute", capture)
+        query = "SELECT count(*) FROM memories"
+        counts = [statement for statement in sent if statement.endswith(query)]
+        assert counts == [f"/* tenant rows ~1e{int(math.log10(own))} */ {query}", query]
 
 
 @pytest.mark.usefixtures("data")

@@ -130,10 +130,10 @@ async def test_a_plan_made_for_a_small_tenant_does_not_serve_a_large_one(
     that made it. Made for a tenant of three memories (or none: a new sign-up's first search, the
     start-up warm-up), it took every tenant for a few rows, and a large tenant's search on that
     connection then read its whole tenant for each candidate's session neighbours: 388,065 rows
-    here, 4-6 s at 100,000 memories (retrieval/sizes.py, migration 0038)."""
+    here, 4-6 s at 100,000 memories (db/planned.py, migration 0038)."""
     await notes(api, pg_urls, tenant_a, MEMORIES, sessions=True)
     await notes(api, pg_urls, tenant_b, 3, sessions=True)
-    api._planned_sizes.forget()  # as a minute after the analysis
+    api._db.planned_sizes.forget()  # as a minute after the analysis
     body = SearchIn(query="the lantern by the orchard")
     _, *large = await searched(api, tenant_a, body)
     _, *small = await searched(api, tenant_b, body)

@@ -17,6 +17,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from memvault.db import planned
 from memvault.db.urls import DatabaseUrls
 from memvault.errors import DatabaseUnavailable
 from memvault.plans.cputurns import FairConnection
@@ -277,6 +278,10 @@ class Database:
         )
         if pooled:
             ping_when_idle(self.app_engine)
+        # A tenant's statements carry its size to the planner, so that a plan PostgreSQL keeps
+        # serves only tenants it prices alike (db/planned.py).
+        event.listen(self.app_engine.sync_engine, "before_cursor_execute", planned.marked, retval=True)
+        self.planned_sizes = planned.PlannedSizes()
         if urls.set_role:
             role = urls.set_role
 
@@ -318,11 +323,15 @@ class Database:
                 self.citus = await _is_citus(session)
             if self.citus:
                 await _bind_on_client(session)
+            # On Citus the coordinator plans each statement (client-side binding): nothing is kept.
+            size = None if self.citus else await self.planned_sizes.order_of(session, tenant_id)
             tx = TenantTx(session, tenant_id)
             token, citus_token = _system_apart.set(self.citus), _on_citus.set(self.citus)
+            planning = planned.planning_for(size)
             try:
                 yield tx
             finally:
+                planned.done_planning(planning)
                 _system_apart.reset(token)
                 _on_citus.reset(citus_token)
         for fn in tx._after_commit:

@@ -81,7 +81,7 @@ async def _search(
     cues the timeline answers (None: it does not)."""
     channels = channels_of(plan)
     shape = shape_of(plan, channels)
-    prepared = statement_for(shape, plan.planned_size)
+    prepared = statement_for(shape)
     params = parameters(plan, channels, shape)
     # The cues the timeline answers, if it does (retrieval/timeline.py).
     timed = plan.cues if timeline_on(plan, channels) else None

@@ -69,9 +69,5 @@ class SearchPlan:
     strength_half_life_days: float = 30.0
     small_chain: bool = False
     settings_set: bool = False
-    # An unfiltered search's plan is kept per connection and priced for the tenant that made it:
-    # the power of ten of the rows the planner expects of this tenant, None when it prices the
-    # tenant as any other (retrieval/sizes.py). Plans are kept apart by it.
-    planned_size: int | None = None
     # Issue 30: the longest pause within an inferred conversation (sql/inferred.py); 0: none inferred.
     session_gap_minutes: float = 0.0

@@ -59,7 +59,7 @@ from memvault.retrieval.schemas import (
 from memvault.retrieval.sql import kinds as kinds_sql
 from memvault.retrieval.sql.neighbours import neighbours_of
 from memvault.retrieval.sql.preamble import search_preamble
-from memvault.retrieval.sql.settings import plan_cache_mode, search_settings
+from memvault.retrieval.sql.settings import search_settings
 from memvault.retrieval.stages import SecondStage
 
 if TYPE_CHECKING:
@@ -285,10 +285,6 @@ class SearchOps(FacadeBase):
             and owner_read(req.filters)
             and await self._chains.small(tx.session, tx.tenant_id, namespace_id, req.filters)
         )
-        # A plan kept per connection serves only tenants the planner prices alike (retrieval/sizes.py).
-        planned_size = None
-        if plan_cache_mode(req.filters) == "force_generic_plan":
-            planned_size = await self._planned_sizes.order_of(tx.session, tx.tenant_id)
         qvec, embed_ms = await embedding
         if qvec is None:
             failures.append("embedding")
@@ -317,7 +313,6 @@ class SearchOps(FacadeBase):
             strength_half_life_days=self._settings.decay_half_life_days,
             small_chain=small_chain,
             settings_set=True,
-            planned_size=planned_size,
             session_gap_minutes=(
                 defaults.session_gap_minutes
                 if defaults.session_gap_minutes is not None

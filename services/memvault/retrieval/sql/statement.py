@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -23,13 +22,8 @@ from memvault.retrieval.sql.signals import candidate_signals
 
 
 @lru_cache(maxsize=256)
-def statement_for(shape: Shape, planned_size: int | None = None) -> Statement:
-    """``candidates -> context -> signals -> ranks -> fusion``, as one statement. With a
-    ``planned_size`` (retrieval/sizes.py), its text is marked with it: PostgreSQL keeps a plan per
-    text, so tenants the planner prices apart do not share one."""
-    if planned_size is not None:
-        unmarked = statement_for(shape)
-        return replace(unmarked, stmt=unmarked.stmt.prefix_with(f"/* tenant rows ~1e{planned_size} */"))
+def statement_for(shape: Shape) -> Statement:
+    """``candidates -> context -> signals -> ranks -> fusion``, as one statement."""
     with building(shape.routed):
         return _statement(shape)
 

@@ -9,8 +9,9 @@ first search, or the start-up warm-up's) took any tenant for one row, and a larg
 on that connection then read its whole tenant for each candidate's session neighbours: 4-6 s at
 100,000 memories instead of 20 ms (docs/benchmarks.md).
 
-The search asks this function how large the planner takes its tenant to be, and keeps its plan
-apart from tenants priced otherwise (retrieval/sizes.py). ``pg_stats`` hides the statistics of a
+A tenant transaction asks this function how large the planner takes its tenant to be, and marks
+its statements with it, so that their kept plans stay apart from tenants priced otherwise
+(db/planned.py). ``pg_stats`` hides the statistics of a
 table under row-level security from the app role, so the function runs as the owner; it answers
 for the transaction's own tenant only, NULL when the statistics do not single it out.
 
