@@ -19,15 +19,14 @@ the table is analysed, and each is kept a minute."""
 from __future__ import annotations
 
 import math
-import threading
-import time
 import uuid
-from collections import OrderedDict
 from contextvars import ContextVar
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvault.expiring import Expiring
 
 # The size of the tenant whose transaction runs in this context (set by Database.tenant_tx).
 _planned_size: ContextVar[int | None] = ContextVar("memvault_planned_size", default=None)
@@ -57,29 +56,18 @@ class PlannedSizes:
     """Each tenant's size to the planner, kept ``ttl_s`` seconds, for at most ``tenants`` tenants."""
 
     def __init__(self, ttl_s: float = 60.0, tenants: int = 4096) -> None:
-        self._ttl = ttl_s
-        self._max = tenants
-        self._sizes: OrderedDict[uuid.UUID, tuple[float, int | None]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._sizes: Expiring[uuid.UUID, int | None] = Expiring(ttl_s, tenants)
 
     async def order_of(self, s: AsyncSession, tenant_id: uuid.UUID) -> int | None:
         """The power of ten of the rows the planner expects of the transaction's tenant
         (``tenant_id``), or None when the statistics price it as any tenant."""
-        now = time.monotonic()
-        with self._lock:
-            kept = self._sizes.get(tenant_id)
-        if kept is not None and now - kept[0] < self._ttl:
-            return kept[1]
-        rows = (await s.execute(select(func.memvault_tenant_rows_planned()))).scalar_one()
-        order = None if rows is None else int(math.log10(max(float(rows), 1.0)))
-        with self._lock:
-            self._sizes[tenant_id] = (now, order)
-            self._sizes.move_to_end(tenant_id)
-            while len(self._sizes) > self._max:
-                self._sizes.popitem(last=False)
-        return order
+
+        async def ask() -> int | None:
+            rows = (await s.execute(select(func.memvault_tenant_rows_planned()))).scalar_one()
+            return None if rows is None else int(math.log10(max(float(rows), 1.0)))
+
+        return await self._sizes.value(tenant_id, ask)
 
     def forget(self) -> None:
         """Ask again at each tenant's next transaction (after an ``ANALYZE``)."""
-        with self._lock:
-            self._sizes.clear()
+        self._sizes.clear()

@@ -11,13 +11,11 @@ only by the slower way for it.
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
-from collections import OrderedDict
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvault.expiring import Expiring
 from memvault.memories import reads_repository as memory_reads
 from memvault.memories.schemas import MemoryFilters
 from memvault.retrieval.sql.chains import chain_size
@@ -38,29 +36,16 @@ class ReaderChains:
     most ``readers`` readers."""
 
     def __init__(self, ttl_s: float = 60.0, readers: int = 10_000) -> None:
-        self._ttl = ttl_s
-        self._max = readers
-        self._known: OrderedDict[tuple[uuid.UUID, uuid.UUID, str | None, str | None], tuple[float, bool]] = (
-            OrderedDict()
-        )
-        self._lock = threading.Lock()
+        self._known: Expiring[tuple[uuid.UUID, uuid.UUID, str | None, str | None], bool] = Expiring(ttl_s, readers)
 
     async def small(
         self, s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters: MemoryFilters
     ) -> bool:
-        key = (tenant_id, namespace_id, filters.user_id, filters.session_id)
-        now = time.monotonic()
-        with self._lock:
-            known = self._known.get(key)
-        if known is not None and now - known[0] <= self._ttl:
-            return known[1]
-        # The chain alone (the other filters left out): counting stops at the limit, however
-        # few rows a filter without an index (a date range) keeps.
-        chain = MemoryFilters(user_id=filters.user_id, session_id=filters.session_id)
-        small = await chain_size(s, tenant_id, namespace_id, chain, up_to=SMALL_CHAIN + 1) <= SMALL_CHAIN
-        with self._lock:
-            self._known[key] = (now, small)
-            self._known.move_to_end(key)
-            while len(self._known) > self._max:
-                self._known.popitem(last=False)
-        return small
+
+        async def count() -> bool:
+            # The chain alone (the other filters left out): counting stops at the limit, however
+            # few rows a filter without an index (a date range) keeps.
+            chain = MemoryFilters(user_id=filters.user_id, session_id=filters.session_id)
+            return await chain_size(s, tenant_id, namespace_id, chain, up_to=SMALL_CHAIN + 1) <= SMALL_CHAIN
+
+        return await self._known.value((tenant_id, namespace_id, filters.user_id, filters.session_id), count)
