@@ -37,7 +37,8 @@ async def neighbours_of(
     out: dict[uuid.UUID, list[Memory]] = {m.id: [] for m in memories}
     in_sessions = [m for m in memories if m.session_id is not None]
     if in_sessions:
-        out.update(await _in_sessions(s, tenant_id, where, in_sessions, n))
+        for anchor, memory in await _in_sessions(s, tenant_id, where, in_sessions, n):
+            out[anchor].append(memory)
     if gap_minutes > 0:
         gap = timedelta(minutes=gap_minutes)
         for m in memories:
@@ -48,17 +49,22 @@ async def neighbours_of(
 
 async def _in_sessions(
     s: AsyncSession, tenant_id: uuid.UUID, where: list[Any], memories: list[Memory], n: int
-) -> dict[uuid.UUID, list[Memory]]:
-    """Up to ``n`` memories on each side of each of ``memories`` in its session, in one statement:
+) -> list[tuple[uuid.UUID, Memory]]:
+    """Up to ``n`` memories on each side of each of ``memories`` in its session, as (that memory's
+    id, a neighbour) in session order, in one statement:
     a read of both sides for each memory by the session index. One round trip, where a read per
     side and memory took 20 of them (25-50 ms for ten hits at 100,000 memories, docs/benchmarks.md)."""
     order = session_order(Memory)
-    anchors = func.unnest(
-        bindparam("anchor_ids", [m.id for m in memories], type_=ARRAY(PG_UUID(as_uuid=True))),
-        bindparam("anchor_sessions", [m.session_id for m in memories], type_=ARRAY(Text)),
-        bindparam("anchor_at", [m.valid_from or m.created_at for m in memories], type_=ARRAY(DateTime(timezone=True))),
-        bindparam("anchor_seq", [m.seq for m in memories], type_=ARRAY(BigInteger)),
-    ).table_valued("id", "session_id", "at", "seq").render_derived(name="anchor")
+    anchors = (
+        func.unnest(
+            bindparam("anchor_ids", [m.id for m in memories], type_=ARRAY(PG_UUID(as_uuid=True))),
+            bindparam("anchor_sessions", [m.session_id for m in memories], type_=ARRAY(Text)),
+            bindparam("anchor_at", [_date(m) for m in memories], type_=ARRAY(DateTime(timezone=True))),
+            bindparam("anchor_seq", [m.seq for m in memories], type_=ARRAY(BigInteger)),
+        )
+        .table_valued("id", "session_id", "at", "seq")
+        .render_derived(name="anchor")
+    )
 
     def side(before: bool) -> Any:
         place = (
@@ -76,17 +82,15 @@ async def _in_sessions(
         return select(anchors.c.id.label("anchor"), near.c.id).select_from(anchors).join(near, true())
 
     pairs = union_all(side(True), side(False)).subquery("pairs")
-    rows = (
-        await s.execute(
-            select(pairs.c.anchor, Memory).join(Memory, (Memory.tenant_id == tenant_id) & (Memory.id == pairs.c.id))
-        )
-    ).all()
-    found: dict[uuid.UUID, list[Memory]] = {m.id: [] for m in memories}
-    for anchor, memory in rows:
-        found[anchor].append(memory)
-    for side_by_side in found.values():
-        side_by_side.sort(key=lambda x: (x.valid_from or x.created_at, x.seq))
-    return found
+    rows = await s.execute(
+        select(pairs.c.anchor, Memory).join(Memory, (Memory.tenant_id == tenant_id) & (Memory.id == pairs.c.id))
+    )
+    return sorted(((anchor, memory) for anchor, memory in rows), key=lambda r: (_date(r[1]), r[1].seq))
+
+
+def _date(m: Memory) -> datetime:
+    """A memory's place in time in its conversation (memories.reads_repository.date_of, in Python)."""
+    return m.valid_from or m.created_at
 
 
 async def _inferred(s: AsyncSession, where: list[Any], m: Memory, n: int, gap: timedelta) -> list[Memory]:
@@ -96,7 +100,7 @@ async def _inferred(s: AsyncSession, where: list[Any], m: Memory, n: int, gap: t
     order = session_order(Memory)
     at = order[0]
     scope, user, agent = owner_of(Memory)
-    mine = m.valid_from or m.created_at
+    mine = _date(m)
     same = [
         *where,
         Memory.namespace_id == m.namespace_id,
@@ -126,7 +130,7 @@ def _chained(start: datetime, side: Sequence[Memory], gap: timedelta) -> list[Me
     """``side`` (nearest first) up to the first step longer than ``gap``."""
     kept, last = [], start
     for x in side:
-        at = x.valid_from or x.created_at
+        at = _date(x)
         if abs(at - last) > gap:
             break
         kept.append(x)
