@@ -38,6 +38,7 @@ from memvault.retrieval.lexical import TermStatsCache
 from memvault.retrieval.rerank import Reranker
 from memvault.retrieval.rewrite import QueryRewriter
 from memvault.status.latency import LatencyRecorder
+from memvault.untimed import untimed_redis
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,10 @@ class FacadeBase:
         self._plans = PlanBook(db)
         # What every @operation passes through (operations.py), in order: limits, fair shares, metering.
         self._gates: list[Gate] = []
-        self._limit_gate = LimitGate(settings, self._plans, redis)
+        # The Redis client of what every request does (memvault/untimed.py): the limits' admission and
+        # the monthly caps' counts.
+        self._untimed = untimed_redis(settings.redis_url) if settings.redis_url else None
+        self._limit_gate = LimitGate(settings, self._plans, redis, self._untimed)
         self._gates.append(self._limit_gate)
         # Tenants take turns at the process's work (plans/fairshare.py), off unless the operator sets
         # places: on 2 cores it did not lower another tenant's latency measurably and it caps one
@@ -118,7 +122,7 @@ class FacadeBase:
         self._cpu_turns = CpuTurns(enabled=settings.fair_turns)
         self._gates.append(self._cpu_turns)
         # Every operation counted per tenant, key, namespace, door and operation (metering/meter.py).
-        self._usage = UsageMeter(db, self._plans, redis_url=settings.redis_url)
+        self._usage = UsageMeter(db, self._plans, redis=self._untimed)
         self._gates.append(self._usage)
         # Searches and writes timed per door for the status page (status/latency.py), written like usage.
         self._latency = LatencyRecorder(db)
@@ -131,7 +135,8 @@ class FacadeBase:
         await self._usage.aclose()
         await self._latency.aclose()
         await self._limit_gate.aclose()
-        await self._limit_gate.close_storage()
+        if self._untimed is not None:
+            await self._untimed.aclose()
         loop = asyncio.get_running_loop()
         # A count started on a loop that has ended (a test's) never ran on; only this loop's are awaited.
         counting = [task for task in self._term_refresh.values() if task.get_loop() is loop]

@@ -26,6 +26,7 @@ from memvault.metering.tally import count
 from memvault.operations import Operation
 from memvault.plans.quotas import MonthlyQuotaExceeded
 from memvault.principal import Principal
+from memvault.untimed import untimed_redis
 from tests.conftest import make_tenant, running
 
 
@@ -160,7 +161,8 @@ async def test_without_a_reachable_redis_each_process_keeps_the_cap_with_its_own
     await api.set_tenant_plan(t.id, "unlimited", {"events_per_month": 2})
     p = Principal.system(t.id)
     # Nothing listens on port 1: every Redis call fails at once.
-    meter = UsageMeter(api._db, api._plans, redis_url="redis://127.0.0.1:1/0")
+    away = untimed_redis("redis://127.0.0.1:1/0")
+    meter = UsageMeter(api._db, api._plans, redis=away)
     op = Operation("ingest_events", "write")
 
     async def write(n: int) -> None:
@@ -181,3 +183,4 @@ async def test_without_a_reachable_redis_each_process_keeps_the_cap_with_its_own
         assert (await api._usage.month_totals(t.id))["events_ingested"] == 2
     finally:
         await meter.aclose()
+        await away.aclose()

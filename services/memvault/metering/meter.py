@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from types import ModuleType
+from typing import Any
 
 from redis.exceptions import RedisError
 from sqlalchemy.exc import IntegrityError
@@ -89,7 +90,7 @@ class UsageMeter(DeferredWriter):
         interval_s: float = WRITE_INTERVAL_S,
         month_ttl_s: float = 10.0,
         max_pending: int = 100_000,
-        redis_url: str | None = None,
+        redis: Any = None,
     ) -> None:
         self._db = db
         self._plans = plans
@@ -103,7 +104,7 @@ class UsageMeter(DeferredWriter):
         self._written: dict[uuid.UUID, tuple[float, datetime, list[int]]] = {}
         # The months' use shared by the replicas, and what calls used beyond what they took there,
         # per (tenant, month start), one number per MONTHLY_UNITS, not yet added to it.
-        self._shared = SharedMonth(redis_url) if redis_url else None
+        self._shared = SharedMonth(redis) if redis is not None else None
         self._differences: dict[tuple[uuid.UUID, datetime], list[int]] = {}
         self._adder: asyncio.Task[None] | None = None
         self._warned_at = -WARN_EVERY_S
@@ -401,11 +402,6 @@ class UsageMeter(DeferredWriter):
         if time.monotonic() - self._warned_at >= WARN_EVERY_S:
             self._warned_at = time.monotonic()
             log.warning(message, *args, exc_info=True)
-
-    async def aclose(self) -> None:
-        await super().aclose()
-        if self._shared is not None:
-            await self._shared.aclose()
 
     def _written_now(self, items: list[tuple[Bucket, list[int]]], *, committed: bool) -> None:
         """Move committed counts from the unwritten tally to the month totals held (dropped ones

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-# The units a monthly cap counts, in the order the scripts take them.
+# The units a monthly cap counts, in the order every list of numbers per unit gives them; the
+# scripts take the names from here.
 MONTHLY_UNITS = ("events_ingested", "tokens_embedded")
 
 # Longest a call waits for Redis (away or hung) before the meter goes on with its own count.
@@ -48,26 +49,32 @@ return -2
 """
 
 # Raise each unit to at least its floor (the table's total), creating the hash if it is missing;
-# reply with the month's use.
+# reply with the month's use. ARGV: the expiry, the number of units n, the n units, their n floors.
 _RAISE = """
-for i, unit in ipairs({'events_ingested', 'tokens_embedded'}) do
-  local floor = tonumber(ARGV[i + 1])
+local n = tonumber(ARGV[2])
+local units = {}
+for i = 1, n do
+  local unit, floor = ARGV[2 + i], tonumber(ARGV[2 + n + i])
+  units[i] = unit
   if tonumber(redis.call('HGET', KEYS[1], unit) or '-1') < floor then
     redis.call('HSET', KEYS[1], unit, floor)
   end
 end
 redis.call('PEXPIREAT', KEYS[1], ARGV[1])
-return redis.call('HMGET', KEYS[1], 'events_ingested', 'tokens_embedded')
+return redis.call('HMGET', KEYS[1], unpack(units))
 """
 
-# Add each key's two differences to the hashes that exist; reply with the (1-based) positions of
-# the keys that do not, to be filled from the table and added again.
+# Add each key's differences to the hashes that exist; reply with the (1-based) positions of the
+# keys that do not, to be filled from the table and added again. ARGV: the number of units n, the
+# n units, then n differences per key.
 _ADD = """
+local n = tonumber(ARGV[1])
 local missing = {}
 for i, key in ipairs(KEYS) do
   if redis.call('EXISTS', key) == 1 then
-    redis.call('HINCRBY', key, 'events_ingested', ARGV[2 * i - 1])
-    redis.call('HINCRBY', key, 'tokens_embedded', ARGV[2 * i])
+    for u = 1, n do
+      redis.call('HINCRBY', key, ARGV[1 + u], ARGV[1 + n + n * (i - 1) + u])
+    end
   else
     table.insert(missing, i)
   end
@@ -79,17 +86,14 @@ return missing
 class SharedMonth:
     """The months' counts in one Redis (its scripts assume one node, as the limits' do)."""
 
-    def __init__(self, redis_url: str, *, prefix: str = "memvault:month") -> None:
-        # Imported here: a process without Redis configured never loads the client.
-        from redis.asyncio import Redis
-
-        # No socket timeout (redis-py's default sends every command under asyncio.wait_for, a task
-        # more per command); each call is bounded by TIMEOUT_S instead (a timer, no task).
-        self._redis: Any = Redis.from_url(redis_url, socket_timeout=None)
+    def __init__(self, redis: Any, *, prefix: str = "memvault:month") -> None:
+        """``redis``: a client without a socket timeout (memvault/untimed.py), not closed here;
+        each call is bounded by TIMEOUT_S instead."""
+        self._redis = redis
         self._prefix = prefix
-        self._take = self._redis.register_script(_TAKE)
-        self._raise = self._redis.register_script(_RAISE)
-        self._add = self._redis.register_script(_ADD)
+        self._take = redis.register_script(_TAKE)
+        self._raise = redis.register_script(_RAISE)
+        self._add = redis.register_script(_ADD)
 
     def _key(self, tenant_id: uuid.UUID, month: datetime) -> str:
         return f"{self._prefix}:{tenant_id}:{month:%Y-%m}"
@@ -110,14 +114,16 @@ class SharedMonth:
         """Raise the month's use to at least ``floor`` (one number per MONTHLY_UNITS) and return it."""
         expire_ms = int((end + _KEPT_AFTER_MONTH).timestamp() * 1000)
         async with asyncio.timeout(TIMEOUT_S):
-            reply = await self._raise(keys=[self._key(tenant_id, month)], args=[expire_ms, *floor])
+            reply = await self._raise(
+                keys=[self._key(tenant_id, month)], args=[expire_ms, len(MONTHLY_UNITS), *MONTHLY_UNITS, *floor]
+            )
         return [int(v) for v in reply]
 
     async def add(self, differences: Sequence[Difference]) -> list[Difference]:
         """Add what operations used beyond (or short of) what they took, per tenant and month;
         return those whose month's hash is missing (nothing was added to them)."""
         keys: list[str] = []
-        args: list[int] = []
+        args: list[int | str] = [len(MONTHLY_UNITS), *MONTHLY_UNITS]
         for tenant_id, month, units in differences:
             keys.append(self._key(tenant_id, month))
             args.extend(units)
@@ -126,6 +132,3 @@ class SharedMonth:
         async with asyncio.timeout(TIMEOUT_S):
             missing = await self._add(keys=keys, args=args)
         return [differences[int(i) - 1] for i in missing]
-
-    async def aclose(self) -> None:
-        await self._redis.aclose()

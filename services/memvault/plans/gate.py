@@ -25,8 +25,6 @@ from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from redis.asyncio import Redis
-
 from memvault.config import Settings
 from memvault.operations import Operation
 from memvault.plans.book import PlanBook
@@ -103,22 +101,15 @@ def _no_slot(cap: int) -> RateLimited:
 
 
 class LimitGate:
-    def __init__(self, settings: Settings, plans: PlanBook, redis: Any = None) -> None:
+    def __init__(self, settings: Settings, plans: PlanBook, redis: Any = None, untimed: Any = None) -> None:
+        """``untimed``: the facade's Redis client without a socket timeout (memvault/untimed.py),
+        which admits a limited request in one round trip (plans/onetrip.py); bounded here by
+        ADMIT_TIMEOUT_S around each admission."""
         self._plans = plans
         self._rates = RateLimiter(settings.redis_url, prefix="memvault:plan")
         self._slots = Slots(redis if settings.redis_url else None, lease_s=settings.concurrency_lease_s)
         self._lease_ms = int(settings.concurrency_lease_s * 1000)
-        # With Redis, a limited request is admitted in one round trip (plans/onetrip.py).
-        self._admitting: Any = None
-        self._onetrip: OneTrip | None = None
-        if settings.redis_url and redis is not None:
-            # A client of its own whose connections have no socket timeout: with one (redis-py's
-            # default is 5 s) every command is sent under asyncio.wait_for, a task and a loop turn
-            # more per request, 18 % of the admission's CPU. The admission is bounded instead by
-            # ADMIT_TIMEOUT_S around it (asyncio.timeout: a timer, no task); a command cut short
-            # closes its connection.
-            self._admitting = Redis.from_url(settings.redis_url, socket_timeout=None)
-            self._onetrip = OneTrip(self._admitting)
+        self._onetrip = OneTrip(untimed) if settings.redis_url and redis is not None and untimed is not None else None
         # Slots given back but not yet in Redis: the lease ids, by tenant, that the tenant's next
         # admission drops itself, and the task that sends the rest (see _give_back_later).
         self._returning: dict[uuid.UUID, set[str]] = {}
@@ -244,11 +235,6 @@ class LimitGate:
         if flushing is not None and flushing.get_loop() is asyncio.get_running_loop():
             flushing.cancel()
         await self._give_back_waiting()
-
-    async def close_storage(self) -> None:
-        """Close the admission's own Redis client (at the facade's end, after ``aclose``)."""
-        if self._admitting is not None:
-            await self._admitting.aclose()
 
     async def _count(
         self,
