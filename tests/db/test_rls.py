@@ -845,3 +845,39 @@ class TestInferredProbeFunctions:
 
         assert own == [(tenant_a.id, mid_a)]
         assert other == [] and nobody == []
+
+
+@pytest.mark.usefixtures("data")
+class TestSessionProbeFunctions:
+    """memvault_session_before / memvault_session_after (migration 0039) read past RLS to walk the
+    session index: they must answer only for the tenant set in the transaction, whoever's session
+    id or namespace id they are given."""
+
+    async def test_only_the_current_tenants_session(
+        self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
+    ) -> None:
+        ids = {}
+        for tenant in (tenant_a, tenant_b):
+            ns = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant.id,))
+            mid = await scalar(
+                owner_conn,
+                "INSERT INTO memories (tenant_id, namespace_id, scope, type, content, content_hash, created_by, "
+                "session_id, valid_from) VALUES (%s, %s, 'namespace', 'event', 'Ana: hi', 'h', 'test', 'shared-id', "
+                "now()) RETURNING id",
+                (tenant.id, ns),
+            )
+            ids[tenant.id] = (ns, mid)
+        before = "SELECT tenant_id, id FROM memvault_session_before(%s, 'shared-id', now() + interval '1 minute', 0, 8)"
+        after = "SELECT tenant_id, id FROM memvault_session_after(%s, 'shared-id', now() - interval '1 minute', 0, 8)"
+        ns_a, mid_a = ids[tenant_a.id]
+        ns_b, _ = ids[tenant_b.id]
+        async with app_conn.transaction():
+            await set_tenant(app_conn, tenant_a)
+            own = [await (await app_conn.execute(probe, (ns_a,))).fetchall() for probe in (before, after)]
+            # Tenant B's namespace, asked from tenant A with the same session id: nothing.
+            other = [await (await app_conn.execute(probe, (ns_b,))).fetchall() for probe in (before, after)]
+        async with app_conn.transaction():
+            nobody = await (await app_conn.execute(before, (ns_a,))).fetchall()
+
+        assert own == [[(tenant_a.id, mid_a)], [(tenant_a.id, mid_a)]]
+        assert other == [[], []] and nobody == []

@@ -96,7 +96,7 @@ async def test_the_statements_warmed_at_start_are_unchanged(api: NamespaceAPI) -
 def search_statement(sql: str) -> bool:
     """The preamble (the namespace by name), the fused statement and the neighbour lookups: what
     every search sends, and not the term statistics, which a cache may or may not answer."""
-    return "lex_inner" in sql or "namespaces.name = " in sql or "memories.session_id = " in sql
+    return "lex_inner" in sql or "namespaces.name = " in sql or " AS anchor(" in sql
 
 
 async def test_a_search_sends_the_statements_it_always_did(api: NamespaceAPI, tenant_a: Tenant) -> None:

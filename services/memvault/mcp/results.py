@@ -17,7 +17,7 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from memvault.memories.schemas import MemoryType, ScopeLevel
+from memvault.memories.schemas import MemoryType, ScopeLevel, occurred
 from memvault.retrieval.context import ContextOut
 from memvault.retrieval.kinds import EntityHit, MessageHit, TraceHit
 from memvault.retrieval.schemas import SearchMetrics, SearchOut, Signals
@@ -58,7 +58,7 @@ def hits(out: SearchOut, *, explain: bool = False) -> Hits:
             id=m.id,
             content=m.content,
             type=m.type,
-            date=(m.valid_from or m.created_at).date(),
+            date=occurred(m).date(),
             score=round(r.score, 3),
             key=m.key,
             contradicted_by=r.contradicted_by or None,

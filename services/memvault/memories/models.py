@@ -64,9 +64,14 @@ class Memory(Base):
         ARRAY(UUID(as_uuid=True)), server_default=text("'{}'::uuid[]")
     )
 
-    embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIM))
+    # Deferred, as in_graph below: only SQL computes with them. Loaded, a vector is a TOAST read
+    # (most rows store it out of line) and 384 numbers parsed from text per row, on every get,
+    # list page and neighbour (tests/memories/test_reads_leave_vectors.py).
+    embedding: Mapped[list[float] | None] = mapped_column(Vector(EMBEDDING_DIM), deferred=True)
     embedding_model: Mapped[str | None] = mapped_column(Text)
-    tsv: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english', content)", persisted=True))
+    tsv: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english', content)", persisted=True), deferred=True
+    )
     content_hash: Mapped[str] = mapped_column(Text)
     # Whether the row's vector is in the HNSW graph; set by the database (migration 0036): past a
     # few copies of one text, the next stay out and are searched exactly. Deferred: only SQL reads it.

@@ -164,7 +164,8 @@ def _time(m: Any, t: _Terms) -> list[ColumnElement[bool]]:
 
 def date_of(m: Any) -> Any:
     """A memory's date: its ``valid_from``, else when it was stored. Date ranges, recency, time
-    cues and session order all go by it (and the session index, migration 0009, holds it)."""
+    cues and session order all go by it (and the session index, migration 0009, holds it). Of a
+    memory already read: memories.schemas.occurred."""
     return func.coalesce(m.valid_from, m.created_at)
 
 

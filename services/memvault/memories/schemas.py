@@ -4,7 +4,7 @@ import json
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Protocol
 
 from pydantic import (
     AfterValidator,
@@ -222,6 +222,20 @@ class MemoryBatchIn(Body):
     model_config = ConfigDict(extra="forbid")
 
     memories: list[MemoryIn] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class Dated(Protocol):
+    @property
+    def valid_from(self) -> datetime | None: ...
+
+    @property
+    def created_at(self) -> datetime: ...
+
+
+def occurred(m: Dated) -> datetime:
+    """A memory already read (a row, or what a client is shown of it): its ``valid_from``, else
+    when it was stored, as every read places it in time (in SQL: reads_repository.date_of)."""
+    return m.valid_from or m.created_at
 
 
 class MemoryOut(BaseModel):

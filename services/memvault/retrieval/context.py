@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from memvault.fields import Body
-from memvault.memories.schemas import MemoryFilters, MemoryOut, OwnerId
+from memvault.memories.schemas import MemoryFilters, MemoryOut, OwnerId, occurred
 from memvault.observations.schemas import ObservationOut
 from memvault.retrieval.kinds import (
     DEFAULT_KINDS,
@@ -104,7 +104,7 @@ class Line:
 
 
 def line_for(m: MemoryOut) -> str:
-    when = m.valid_from or m.created_at
+    when = occurred(m)
     owner = f", {m.user_id}" if m.user_id else ""
     source = f", session {m.session_id}" if m.session_id and m.scope == "session" else ""
     return f"- {m.content} ({when.date().isoformat()}; {m.scope}{owner}{source}; id {str(m.id)[:8]})"

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from memvault.memories.schemas import occurred
 from memvault.retrieval.cues import QueryCues, stem, tokens, words_of
 from memvault.retrieval.hits import Hit
 
@@ -103,8 +104,7 @@ def fetch(limit: int) -> int:
 
 
 def date_of(hit: Hit) -> datetime:
-    m = hit.memory
-    return m.valid_from or m.created_at
+    return occurred(hit.memory)
 
 
 def _unit(v: list[float]) -> list[float]:

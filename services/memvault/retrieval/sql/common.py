@@ -100,3 +100,21 @@ def passing(rows: Any, tenant_id: Any, memory_id: Any, conditions: list[Any], na
     ``rows``) fails ``conditions``, each memory read by key (``by_key``)."""
     row = by_key(tenant_id, memory_id, [Memory.id], conditions, name)
     return select(*rows.c).select_from(rows).join(row, true())
+
+
+def first_passing(found: Any, where: list[Any], *, before: bool, limit: Any, name: str) -> Any:
+    """Of ``found`` (tenant_id, id: a probe function's nearest memories on one side of a memory in
+    its conversation, migrations 0033 and 0039), the first ``limit`` in session order that pass
+    ``where``, each read by its key (``by_key``) through row-level security. The probes run as the
+    table owner so that the place in session order is an index condition (COALESCE is not
+    LEAKPROOF). Joined plainly, a small tenant's rows were read whole and hashed instead."""
+    order_at, order_seq = session_order(Memory)
+    columns = [Memory.tenant_id.label("tenant_id"), Memory.id.label("id"), order_at.label("ord"), order_seq]
+    row = by_key(found.c.tenant_id, found.c.id, columns, where, name)
+    return (
+        select(row.c.tenant_id, row.c.id)
+        .select_from(found)
+        .join(row, true())
+        .order_by(*(c.desc() if before else c for c in (row.c.ord, row.c.seq)))
+        .limit(limit)
+    )

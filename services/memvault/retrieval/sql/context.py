@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import or_, select, true, tuple_, union, union_all
+from sqlalchemy import func, or_, select, true, union, union_all
 
 from memvault.memories.models import Memory
-from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, passing, session_order
-from memvault.retrieval.sql.inferred import inferred_edges
+from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, first_passing, passing, session_order
+from memvault.retrieval.sql.inferred import STEPS, inferred_edges
 from memvault.retrieval.sql.shape import Params
 
 
@@ -35,23 +35,14 @@ def _probed(fused: Any) -> Any:
 
 
 def _adjacent(base: Any, where: list[Any], *, before: bool) -> Any:
-    # One probe of the session index per candidate and side, under the search's own rules.
-    mine, theirs = tuple_(*session_order(Memory)), tuple_(base.c.ord, base.c.seq)
-    step = (
-        select(Memory.tenant_id.label("tenant_id"), Memory.id.label("id"))
-        .where(
-            # Sessions belong to one namespace. Spelled out (the scope chain's ORs also say it) so
-            # that the session index serves the probe.
-            Memory.tenant_id == Params.tenant_id,
-            Memory.namespace_id == Params.namespace_id,
-            Memory.session_id == base.c.session_id,
-            mine < theirs if before else mine > theirs,
-            *where,
-        )
-        .order_by(*(c.desc() if before else c for c in session_order(Memory)))
-        .limit(1)
-        .lateral("step")
+    """The memory just before (after) each probed candidate in its session: the nearest ``STEPS``
+    of the session, found by migration 0039's function along the session index, of which the
+    first that passes the search's own conditions."""
+    probe = func.memvault_session_before if before else func.memvault_session_after
+    found = probe(Params.namespace_id, base.c.session_id, base.c.ord, base.c.seq, STEPS).table_valued(
+        "tenant_id", "id", name="session_found"
     )
+    step = first_passing(found, where, before=before, limit=1, name="step_row").lateral("step")
     return select(base.c.id.label("a"), step.c.tenant_id.label("b_tenant_id"), step.c.id.label("b")).select_from(
         base.join(step, true())
     )

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Float, and_, cast, func, literal, select, union_all
-from sqlalchemy.orm import defer
 
 from memvault.memories.models import Memory
 from memvault.retrieval.schemas import CHANNELS
@@ -108,8 +107,6 @@ def fused_hits(shape: Shape, ranked: Any, edges: Any | None) -> Statement:
     stmt = (
         select(Memory, *top.c)
         .select_from(top)
-        # A hit is shown, not compared again: its vector and word index stay in the database.
-        .options(defer(Memory.embedding), defer(Memory.tsv))
         .join(Memory, and_(Memory.tenant_id == top.c.tenant_id, Memory.id == top.c.id, *routed()))
         .order_by(top.c.fused_score.desc(), top.c.retrieval.desc(), top.c.id)
     )

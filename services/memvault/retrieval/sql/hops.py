@@ -18,7 +18,7 @@ from sqlalchemy import Float, Integer, all_, and_, any_, bindparam, cast, litera
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased, defer
+from sqlalchemy.orm import aliased
 
 from memvault.db.session import on_citus
 from memvault.entities.models import Entity, MemoryEntity
@@ -131,7 +131,6 @@ def _reached(form: tuple[str, ...]) -> Any:
         select(Memory, best.c.entity_id, best.c.hop_cosine)
         .select_from(best)
         .join(Memory, and_(Memory.tenant_id == best.c.tenant_id, Memory.id == best.c.memory_id, *routed()))
-        .options(defer(Memory.embedding), defer(Memory.tsv))
         .order_by(best.c.hop_cosine.desc(), best.c.memory_id)
     )
 

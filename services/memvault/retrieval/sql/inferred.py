@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Float, and_, bindparam, func, literal_column, or_, select, true
+from sqlalchemy import Float, bindparam, func, literal_column, or_, select, true
 
 from memvault.memories.models import Memory
-from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, routed, session_order
+from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, first_passing, session_order
 from memvault.retrieval.sql.shape import Params
 
 # Seconds: the longest pause between two turns of one inferred conversation.
@@ -99,15 +99,7 @@ def _adjacent(base: Any, where: list[Any], *, before: bool) -> Any:
     found = probe(
         Params.namespace_id, base.c.scope, base.c.user_key, base.c.agent_key, base.c.ord, base.c.seq, GAP_S, STEPS
     ).table_valued("tenant_id", "id", name="alone_found")
-    step = (
-        select(Memory.tenant_id.label("tenant_id"), Memory.id.label("id"))
-        .select_from(found)
-        .join(Memory, and_(Memory.tenant_id == found.c.tenant_id, Memory.id == found.c.id, *routed()))
-        .where(*where)
-        .order_by(*(c.desc() if before else c for c in session_order(Memory)))
-        .limit(1)
-        .lateral("alone_step")
-    )
+    step = first_passing(found, where, before=before, limit=1, name="alone_row").lateral("alone_step")
     return select(base.c.id.label("a"), step.c.tenant_id.label("b_tenant_id"), step.c.id.label("b")).select_from(
         base.join(step, true())
     )
