@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, or_, select, true, union, union_all
+from sqlalchemy import func, literal_column, or_, select, true, union, union_all
 
 from memvault.memories.models import Memory
 from memvault.retrieval.sql.common import CONTEXT_PROBED, by_key, first_passing, passing, session_order
-from memvault.retrieval.sql.inferred import STEPS, inferred_edges
+from memvault.retrieval.sql.inferred import inferred_edges
 from memvault.retrieval.sql.shape import Params
 
 
@@ -34,12 +34,19 @@ def _probed(fused: Any) -> Any:
     )
 
 
+# How many of a session's nearest memories one probe reads on each side, of which the first the
+# search may read is the neighbour. Fewer than an inferred conversation's (sql/inferred.py): a
+# session's turns are rarely left out (superseded, archived or filtered), and each id probed is
+# one more lookup by key.
+SESSION_STEPS: Any = literal_column("3")
+
+
 def _adjacent(base: Any, where: list[Any], *, before: bool) -> Any:
-    """The memory just before (after) each probed candidate in its session: the nearest ``STEPS``
-    of the session, found by migration 0039's function along the session index, of which the
-    first that passes the search's own conditions."""
+    """The memory just before (after) each probed candidate in its session: the nearest
+    ``SESSION_STEPS`` of the session, found by migration 0039's function along the session index,
+    of which the first that passes the search's own conditions."""
     probe = func.memvault_session_before if before else func.memvault_session_after
-    found = probe(Params.namespace_id, base.c.session_id, base.c.ord, base.c.seq, STEPS).table_valued(
+    found = probe(Params.namespace_id, base.c.session_id, base.c.ord, base.c.seq, SESSION_STEPS).table_valued(
         "tenant_id", "id", name="session_found"
     )
     step = first_passing(found, where, before=before, limit=1, name="step_row").lateral("step")

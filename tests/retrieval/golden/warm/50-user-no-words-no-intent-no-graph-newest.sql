@@ -51,13 +51,13 @@ edges AS
 (SELECT adjacent.a AS a, adjacent.b_tenant_id AS b_tenant_id, adjacent.b AS b 
 FROM (SELECT base.id AS a, step.tenant_id AS b_tenant_id, step.id AS b 
 FROM base JOIN LATERAL (SELECT step_row.tenant_id AS tenant_id, step_row.id AS id 
-FROM memvault_session_before(%(read_namespace_id)s::UUID, base.session_id, base.ord, base.seq, 8) AS session_found JOIN LATERAL (SELECT memories.tenant_id AS tenant_id, memories.id AS id, coalesce(memories.valid_from, memories.created_at) AS ord, memories.seq AS seq 
+FROM memvault_session_before(%(read_namespace_id)s::UUID, base.session_id, base.ord, base.seq, 3) AS session_found JOIN LATERAL (SELECT memories.tenant_id AS tenant_id, memories.id AS id, coalesce(memories.valid_from, memories.created_at) AS ord, memories.seq AS seq 
 FROM memories 
 WHERE memories.tenant_id = session_found.tenant_id AND memories.id = session_found.id AND (memories.tenant_id = %(read_tenant_id)s::UUID AND memories.namespace_id = %(read_namespace_id)s::UUID AND (memories.scope = %(scope_1)s::VARCHAR OR memories.scope = %(scope_2)s::VARCHAR AND memories.user_id = %(read_user_id)s::VARCHAR) OR memories.tenant_id = %(read_tenant_id)s::UUID AND memories.namespace_id IS NULL AND memories.scope = %(scope_3)s::VARCHAR OR memories.tenant_id = %(read_system_tenant)s::UUID AND memories.scope = %(scope_4)s::VARCHAR) AND memories.superseded_at IS NULL AND memories.state IN (%(read_states_1)s::VARCHAR, %(read_states_2)s::VARCHAR)
  LIMIT ALL OFFSET 0) AS step_row ON true ORDER BY step_row.ord DESC, step_row.seq DESC 
  LIMIT %(param_26)s::INTEGER) AS step ON true UNION ALL SELECT base.id AS a, step.tenant_id AS b_tenant_id, step.id AS b 
 FROM base JOIN LATERAL (SELECT step_row.tenant_id AS tenant_id, step_row.id AS id 
-FROM memvault_session_after(%(read_namespace_id)s::UUID, base.session_id, base.ord, base.seq, 8) AS session_found JOIN LATERAL (SELECT memories.tenant_id AS tenant_id, memories.id AS id, coalesce(memories.valid_from, memories.created_at) AS ord, memories.seq AS seq 
+FROM memvault_session_after(%(read_namespace_id)s::UUID, base.session_id, base.ord, base.seq, 3) AS session_found JOIN LATERAL (SELECT memories.tenant_id AS tenant_id, memories.id AS id, coalesce(memories.valid_from, memories.created_at) AS ord, memories.seq AS seq 
 FROM memories 
 WHERE memories.tenant_id = session_found.tenant_id AND memories.id = session_found.id AND (memories.tenant_id = %(read_tenant_id)s::UUID AND memories.namespace_id = %(read_namespace_id)s::UUID AND (memories.scope = %(scope_1)s::VARCHAR OR memories.scope = %(scope_2)s::VARCHAR AND memories.user_id = %(read_user_id)s::VARCHAR) OR memories.tenant_id = %(read_tenant_id)s::UUID AND memories.namespace_id IS NULL AND memories.scope = %(scope_3)s::VARCHAR OR memories.tenant_id = %(read_system_tenant)s::UUID AND memories.scope = %(scope_4)s::VARCHAR) AND memories.superseded_at IS NULL AND memories.state IN (%(read_states_1)s::VARCHAR, %(read_states_2)s::VARCHAR)
  LIMIT ALL OFFSET 0) AS step_row ON true ORDER BY step_row.ord, step_row.seq 
