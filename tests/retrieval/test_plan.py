@@ -174,80 +174,6 @@ async def test_a_plan_made_for_a_small_tenant_does_not_serve_a_large_one(
     assert after_small == alone
 
 
-async def rows_fetched(api: NamespaceAPI, tenant: Tenant, statement: str, params: Any, settings: Any = None) -> int:
-    """Rows of memories the statement fetched, run again in a transaction of the tenant (with the
-    search's ``settings``): those the functions it calls read as the table owner included, which
-    EXPLAIN does not show."""
-    count = (
-        "SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0) FROM pg_stat_xact_user_tables "
-        "WHERE relname = 'memories'"
-    )
-    async with api._db.tenant_tx(tenant.id, settings=settings) as tx:
-        conn = await tx.session.connection()
-        before = (await conn.exec_driver_sql(count)).scalar_one()
-        await conn.exec_driver_sql(statement, params)
-        return int((await conn.exec_driver_sql(count)).scalar_one() - before)
-
-
-async def one_long_session(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant: Tenant, count: int) -> None:
-    """``count`` events in one session (an agent that keeps one session id for good)."""
-    await notes(api, pg_urls, tenant, count, sessions=False, kind="event")
-    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as owner:
-        await owner.execute("UPDATE memories SET session_id = 'for-good' WHERE tenant_id = %s", (tenant.id,))
-        await owner.execute("ANALYZE memories")
-
-
-async def test_a_search_in_one_long_session_probes_its_neighbours_not_the_session(
-    api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant
-) -> None:
-    """The context channel reads the session neighbours of 15 candidates a channel, each side one
-    probe of the session index. As the app's role the place in session order was no index
-    condition (COALESCE is not LEAKPROOF: it runs after the row-level security policy), so every
-    probe read the whole session: 195,848 rows for this search (migration 0039)."""
-    await one_long_session(api, pg_urls, tenant_a, MEMORIES)
-    fetched = {}
-    for context in (1.0, 0.0):
-        body = SearchIn(query="the lantern by the orchard", weights={"context": context})
-        out, statement, params = await searched(api, tenant_a, body)
-        assert len(out.results) == 10
-        fetched[context] = await rows_fetched(api, tenant_a, statement, params, search_settings(None, 50))
-
-    # What the context channel adds (the same search without it): a few rows a probe, less than
-    # the session once over, where each of its probes read the whole session.
-    assert 0 < fetched[1.0] - fetched[0.0] < MEMORIES, fetched
-
-
-@pytest.mark.parametrize("conversation", ["session", "long session", "inferred"])
-async def test_the_neighbours_of_ten_hits_are_read_along_their_conversations(
-    api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, conversation: str
-) -> None:
-    """One statement reads every hit's neighbours (sql/neighbours.py), each side of each hit one
-    probe along its conversation's index: the session index, or for events with no session id
-    their owner's (migrations 0039, 0033). Not the session, nor the owner's events, once a hit."""
-    if conversation == "long session":
-        await one_long_session(api, pg_urls, tenant_a, MEMORIES)
-    else:
-        await notes(api, pg_urls, tenant_a, MEMORIES, sessions=conversation == "session", kind="event")
-    sent: list[tuple[str, Any]] = []
-
-    def capture(_conn: Any, _cursor: Any, statement: str, params: Any, _context: Any, _many: bool) -> None:
-        if "anchor" in statement:
-            sent.append((statement, params))
-
-    engine = api._db.app_engine.sync_engine
-    event.listen(engine, "before_cursor_execute", capture)
-    try:
-        out = await api.search(tenant_a.principal, tenant_a.namespace, SearchIn(query="the lantern", neighbours=2))
-    finally:
-        event.remove(engine, "before_cursor_execute", capture)
-
-    assert len(out.results) == 10 and sum(len(r.neighbours or []) for r in out.results) >= 20
-    ((statement, params),) = sent
-    # Ten hits, two sides, a few ids probed a side and the neighbours read by key: a few hundred.
-    fetched = await rows_fetched(api, tenant_a, statement, params)
-    assert fetched < 400, fetched
-
-
 async def shared_by_users(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant: Tenant) -> None:
     """A namespace shared by 30 users (3,000 memories), and a reader with 80 memories of their own
     beside 20 shared ones, each memory with two of ten words and a vector."""
@@ -361,3 +287,84 @@ async def test_a_session_read_with_a_small_chain_scores_its_own_rows(
     assert "memvault_word_best_keyed" not in functions_run(plan)
     assert mine.id in {r.memory.id for r in out.results}
     assert {r.memory.scope for r in out.results} <= {"session", "namespace"}
+
+
+# Last in the file: their tenants' rows and ANALYZE change the statistics that the plans above are
+# held to.
+async def rows_fetched(api: NamespaceAPI, tenant: Tenant, statement: str, params: Any, settings: Any = None) -> int:
+    """Rows of memories the statement fetched, run again in a transaction of the tenant (with the
+    search's ``settings``): those the functions it calls read as the table owner included, which
+    EXPLAIN does not show."""
+    count = (
+        "SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0) FROM pg_stat_xact_user_tables "
+        "WHERE relname = 'memories'"
+    )
+    async with api._db.tenant_tx(tenant.id, settings=settings) as tx:
+        conn = await tx.session.connection()
+        before = (await conn.exec_driver_sql(count)).scalar_one()
+        await conn.exec_driver_sql(statement, params)
+        return int((await conn.exec_driver_sql(count)).scalar_one() - before)
+
+
+async def one_long_session(api: NamespaceAPI, pg_urls: DatabaseUrls, tenant: Tenant, count: int) -> None:
+    """``count`` events in one session (an agent that keeps one session id for good), a second
+    apart as a live conversation writes them."""
+    await notes(api, pg_urls, tenant, count, sessions=False, kind="event")
+    async with await psycopg.AsyncConnection.connect(conninfo(pg_urls.owner), autocommit=True) as owner:
+        await owner.execute(
+            "UPDATE memories SET session_id = 'for-good', valid_from = created_at + seq * interval '1 second' "
+            "WHERE tenant_id = %s",
+            (tenant.id,),
+        )
+        await owner.execute("ANALYZE memories")
+
+
+async def test_a_search_in_one_long_session_probes_its_neighbours_not_the_session(
+    api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant
+) -> None:
+    """The context channel reads the session neighbours of 15 candidates a channel, each side one
+    probe of the session index. As the app's role the place in session order was no index
+    condition (COALESCE is not LEAKPROOF: it runs after the row-level security policy), so every
+    probe read the whole session: 195,848 rows for this search (migration 0039)."""
+    await one_long_session(api, pg_urls, tenant_a, MEMORIES)
+    fetched = {}
+    for context in (1.0, 0.0):
+        body = SearchIn(query="the lantern by the orchard", weights={"context": context})
+        out, statement, params = await searched(api, tenant_a, body)
+        assert len(out.results) == 10
+        fetched[context] = await rows_fetched(api, tenant_a, statement, params, search_settings(None, 50))
+
+    # What the context channel adds (the same search without it): a few rows a probe, less than
+    # the session once over, where each of its probes read the whole session.
+    assert 0 < fetched[1.0] - fetched[0.0] < MEMORIES, fetched
+
+
+@pytest.mark.parametrize("conversation", ["session", "long session", "inferred"])
+async def test_the_neighbours_of_ten_hits_are_read_along_their_conversations(
+    api: NamespaceAPI, pg_urls: DatabaseUrls, tenant_a: Tenant, conversation: str
+) -> None:
+    """One statement reads every hit's neighbours (sql/neighbours.py), each side of each hit one
+    probe along its conversation's index: the session index, or for events with no session id
+    their owner's (migrations 0039, 0033). Not the session, nor the owner's events, once a hit."""
+    if conversation == "long session":
+        await one_long_session(api, pg_urls, tenant_a, MEMORIES)
+    else:
+        await notes(api, pg_urls, tenant_a, MEMORIES, sessions=conversation == "session", kind="event")
+    sent: list[tuple[str, Any]] = []
+
+    def capture(_conn: Any, _cursor: Any, statement: str, params: Any, _context: Any, _many: bool) -> None:
+        if "anchor" in statement:
+            sent.append((statement, params))
+
+    engine = api._db.app_engine.sync_engine
+    event.listen(engine, "before_cursor_execute", capture)
+    try:
+        out = await api.search(tenant_a.principal, tenant_a.namespace, SearchIn(query="the lantern", neighbours=2))
+    finally:
+        event.remove(engine, "before_cursor_execute", capture)
+
+    assert len(out.results) == 10 and sum(len(r.neighbours or []) for r in out.results) >= 20
+    ((statement, params),) = sent
+    # Ten hits, two sides, a few ids probed a side and the neighbours read by key: a few hundred.
+    fetched = await rows_fetched(api, tenant_a, statement, params)
+    assert fetched < 400, fetched
