@@ -14,6 +14,11 @@ These functions run the probe as the table owner, as 0033's do for session-less 
 nearest ``p_k`` ids of the session on one side, of the tenant set in the transaction only. The
 caller reads them through row-level security and its own conditions.
 
+They say how many rows they return (``ROWS``), and so now do 0033's: expecting PostgreSQL's
+default of 1,000 from each probe, the planner priced the search's candidates at thousands and
+read a small tenant's memories whole for their signals (as migration 0015 found for the candidate
+functions).
+
 Revision ID: 0039
 Revises: 0038
 Create Date: 2026-12-07
@@ -39,6 +44,10 @@ def _revision(module: str) -> Any:
 SEARCH_FUNCTIONS = _revision("0016_search_functions_tenant")
 CITUS = _revision("0035_citus_shard_functions")
 ARGS = "(uuid, text, timestamptz, bigint, integer)"
+ALONE_ARGS = "(uuid, text, text, text, timestamptz, bigint, double precision, integer)"
+# The order of magnitude of what a probe returns (its p_k: 3 for the context channel, up to 9
+# for `neighbours`, 8 for an inferred conversation).
+ROWS = 8
 PROBES = (
     ("memvault_session_before", "<", "DESC"),
     ("memvault_session_after", ">", "ASC"),
@@ -50,7 +59,7 @@ def upgrade() -> None:
     for name, cmp, order in PROBES:
         op.execute(f"""CREATE FUNCTION {name}(
                 p_namespace uuid, p_session text, p_ord timestamptz, p_seq bigint, p_k integer
-            ) RETURNS TABLE (tenant_id uuid, id uuid)
+            ) RETURNS TABLE (tenant_id uuid, id uuid) ROWS {ROWS}
             LANGUAGE sql STABLE SECURITY DEFINER
             SET search_path = {path}
             AS $$
@@ -63,11 +72,15 @@ def upgrade() -> None:
             $$""")
         op.execute(f"REVOKE ALL ON FUNCTION {name}{ARGS} FROM PUBLIC")
         op.execute(f"GRANT EXECUTE ON FUNCTION {name}{ARGS} TO {SEARCH_FUNCTIONS._app_role()}")
+    for name in ("memvault_alone_before", "memvault_alone_after"):
+        op.execute(f"ALTER FUNCTION {name}{ALONE_ARGS} ROWS {ROWS}")
     if CITUS._citus():
         for name, _cmp, _order in PROBES:
             CITUS.shard_local(name)
 
 
 def downgrade() -> None:
+    for name in ("memvault_alone_before", "memvault_alone_after"):
+        op.execute(f"ALTER FUNCTION {name}{ALONE_ARGS} ROWS 1000")
     for name, _cmp, _order in PROBES:
         op.execute(f"DROP FUNCTION IF EXISTS {name}{ARGS}")
