@@ -17,10 +17,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import time
 from typing import Any
 
-from harness import embedded_app, tree_cpu
+from harness import cpu_per_request, embedded_app, postmaster_of
 
 
 def use(api: Any, variant: str) -> None:
@@ -31,16 +30,12 @@ def use(api: Any, variant: str) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     import httpx
-    import psutil
-    from sqlalchemy import text
 
     from memvault.principal import Principal
 
     async with embedded_app() as stack:
         api = stack.api
-        async with api._db.owner() as s:
-            backend = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
-        postmaster = psutil.Process(backend).ppid()
+        postmaster = await postmaster_of(api)
         t = await api.create_tenant("checkout-bench")
         from memvault.memories.schemas import MemoryIn
 
@@ -58,22 +53,14 @@ async def main(args: argparse.Namespace) -> None:
         transport = httpx.ASGITransport(app=stack.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
             results: dict[tuple[str, str], list[tuple[float, float, float]]] = {}
-            for name, (method, url, body) in calls.items():
-                for _ in range(30):  # warm: plans, caches, the pool
-                    r = await client.request(method, url, json=body, headers=headers)
-                    r.raise_for_status()
+            for name, request in calls.items():
+                await cpu_per_request(client, postmaster, request, headers, 30)  # warm: plans, caches, the pool
                 for rnd in range(args.rounds):
                     for variant in ("before", "after") if rnd % 2 == 0 else ("after", "before"):
                         use(api, variant)
-                        walls = []
-                        cpu0, pg0 = time.process_time(), tree_cpu(postmaster)
-                        for _ in range(args.requests):
-                            began = time.perf_counter()
-                            await client.request(method, url, json=body, headers=headers)
-                            walls.append(time.perf_counter() - began)
-                        cpu = (time.process_time() - cpu0) / args.requests * 1e3
-                        pg = (tree_cpu(postmaster) - pg0) / args.requests * 1e3
-                        results.setdefault((name, variant), []).append((cpu, pg, statistics.median(walls) * 1e3))
+                        results.setdefault((name, variant), []).append(
+                            await cpu_per_request(client, postmaster, request, headers, args.requests)
+                        )
         use(api, "after")
     print(f"{args.requests} requests x {args.rounds} rounds per variant, medians of the rounds\n")
     print("| request | variant | app + client CPU ms | PostgreSQL CPU ms | total | p50 ms | after / before |")

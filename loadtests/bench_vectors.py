@@ -15,24 +15,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import time
 
-from harness import embedded_app, tree_cpu
+from harness import cpu_per_request, embedded_app, postmaster_of
 
 
 async def main(args: argparse.Namespace) -> None:
     import httpx
-    import psutil
-    from sqlalchemy import text
 
     from memvault.memories.schemas import MemoryIn
     from memvault.principal import Principal
 
     async with embedded_app() as stack:
         api = stack.api
-        async with api._db.owner() as s:
-            backend = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
-        postmaster = psutil.Process(backend).ppid()
+        postmaster = await postmaster_of(api)
         t = await api.create_tenant("vectors-bench")
         p = Principal.system(t.id, subject="bench")
         await api.store_many(
@@ -56,19 +51,12 @@ async def main(args: argparse.Namespace) -> None:
         transport = httpx.ASGITransport(app=stack.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
             results: dict[str, list[tuple[float, float, float]]] = {}
-            for name, (method, url, body) in calls.items():
-                for _ in range(30):  # warm: plans, caches, the pool
-                    (await client.request(method, url, json=body, headers=headers)).raise_for_status()
+            for name, request in calls.items():
+                await cpu_per_request(client, postmaster, request, headers, 30)  # warm: plans, caches, the pool
                 for _ in range(args.rounds):
-                    walls = []
-                    cpu0, pg0 = time.process_time(), tree_cpu(postmaster)
-                    for _ in range(args.requests):
-                        began = time.perf_counter()
-                        (await client.request(method, url, json=body, headers=headers)).raise_for_status()
-                        walls.append(time.perf_counter() - began)
-                    cpu = (time.process_time() - cpu0) / args.requests * 1e3
-                    pg = (tree_cpu(postmaster) - pg0) / args.requests * 1e3
-                    results.setdefault(name, []).append((cpu, pg, statistics.median(walls) * 1e3))
+                    results.setdefault(name, []).append(
+                        await cpu_per_request(client, postmaster, request, headers, args.requests)
+                    )
     print(f"{args.requests} requests x {args.rounds} rounds, medians of the rounds\n")
     print("| request | app + client CPU ms | PostgreSQL CPU ms | total | p50 ms |")
     print("|---|---:|---:|---:|---:|")

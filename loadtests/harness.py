@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import tempfile
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -92,6 +94,33 @@ def _proc_cpu(pid: int, children: bool) -> float:
     if children:
         ticks += int(fields[13]) + int(fields[14])  # cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+async def postmaster_of(api: Any) -> int:
+    """The pid of the embedded PostgreSQL's postmaster behind ``api`` (for ``tree_cpu``)."""
+    import psutil
+    from sqlalchemy import text
+
+    async with api._db.owner() as s:
+        backend = (await s.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+    return psutil.Process(backend).ppid()
+
+
+async def cpu_per_request(
+    client: Any, postmaster: int, request: tuple[str, str, Any], headers: dict[str, str], n: int
+) -> tuple[float, float, float]:
+    """``n`` of ``request`` (method, url, JSON body) one after another: this process's CPU ms and
+    PostgreSQL's per request, and the median wall ms."""
+    method, url, body = request
+    walls = []
+    cpu0, pg0 = time.process_time(), tree_cpu(postmaster)
+    for _ in range(n):
+        began = time.perf_counter()
+        (await client.request(method, url, json=body, headers=headers)).raise_for_status()
+        walls.append(time.perf_counter() - began)
+    cpu = (time.process_time() - cpu0) / n * 1e3
+    pg = (tree_cpu(postmaster) - pg0) / n * 1e3
+    return cpu, pg, statistics.median(walls) * 1e3
 
 
 def tree_cpu(root: int | None) -> float:
