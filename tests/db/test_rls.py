@@ -811,6 +811,18 @@ class TestSystemTenant:
                 await owner.execute("DELETE FROM memories WHERE id = %s", (m.id,))
 
 
+async def one_event(owner_conn: psycopg.AsyncConnection, tenant: Tenant, session_id: str | None) -> tuple[Any, Any]:
+    """(namespace id, memory id) of an event stored now in the tenant's namespace, as the owner."""
+    ns = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant.id,))
+    mid = await scalar(
+        owner_conn,
+        "INSERT INTO memories (tenant_id, namespace_id, scope, type, content, content_hash, created_by, session_id, "
+        "valid_from) VALUES (%s, %s, 'namespace', 'event', 'Ana: hi', 'h', 'test', %s, now()) RETURNING id",
+        (tenant.id, ns, session_id),
+    )
+    return ns, mid
+
+
 @pytest.mark.usefixtures("data")
 class TestInferredProbeFunctions:
     """memvault_alone_before / memvault_alone_after (migration 0033) read past RLS to walk the
@@ -819,16 +831,7 @@ class TestInferredProbeFunctions:
     async def test_only_the_current_tenants_namespace(
         self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
     ) -> None:
-        ids = {}
-        for tenant in (tenant_a, tenant_b):
-            ns = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant.id,))
-            mid = await scalar(
-                owner_conn,
-                "INSERT INTO memories (tenant_id, namespace_id, scope, type, content, content_hash, created_by, "
-                "valid_from) VALUES (%s, %s, 'namespace', 'event', 'Ana: hi', 'h', 'test', now()) RETURNING id",
-                (tenant.id, ns),
-            )
-            ids[tenant.id] = (ns, mid)
+        ids = {t.id: await one_event(owner_conn, t, None) for t in (tenant_a, tenant_b)}
         probe = (
             "SELECT tenant_id, id FROM memvault_alone_after(%s, 'namespace', '', '', now() - interval '1 minute', 0, "
             "3600, 8)"
@@ -856,17 +859,7 @@ class TestSessionProbeFunctions:
     async def test_only_the_current_tenants_session(
         self, app_conn: psycopg.AsyncConnection, owner_conn: psycopg.AsyncConnection, tenant_a: Tenant, tenant_b: Tenant
     ) -> None:
-        ids = {}
-        for tenant in (tenant_a, tenant_b):
-            ns = await scalar(owner_conn, "SELECT id FROM namespaces WHERE tenant_id = %s", (tenant.id,))
-            mid = await scalar(
-                owner_conn,
-                "INSERT INTO memories (tenant_id, namespace_id, scope, type, content, content_hash, created_by, "
-                "session_id, valid_from) VALUES (%s, %s, 'namespace', 'event', 'Ana: hi', 'h', 'test', 'shared-id', "
-                "now()) RETURNING id",
-                (tenant.id, ns),
-            )
-            ids[tenant.id] = (ns, mid)
+        ids = {t.id: await one_event(owner_conn, t, "shared-id") for t in (tenant_a, tenant_b)}
         before = "SELECT tenant_id, id FROM memvault_session_before(%s, 'shared-id', now() + interval '1 minute', 0, 8)"
         after = "SELECT tenant_id, id FROM memvault_session_after(%s, 'shared-id', now() - interval '1 minute', 0, 8)"
         ns_a, mid_a = ids[tenant_a.id]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -144,15 +144,20 @@ async def _around(
     rows = await s.execute(
         select(pairs.c.anchor, Memory).join(Memory, (Memory.tenant_id == tenant_id) & (Memory.id == pairs.c.id))
     )
-    return sorted(((a, memory) for a, memory in rows), key=lambda r: (occurred(r[1]), r[1].seq))
+    return sorted(((a, memory) for a, memory in rows), key=lambda r: _place(r[1]))
+
+
+def _place(m: Memory) -> tuple[datetime, int]:
+    """A memory's place in session order (sql/common.session_order, in Python)."""
+    return occurred(m), m.seq
 
 
 def _chained(m: Memory, near: Sequence[Memory], gap: timedelta) -> list[Memory]:
     """``near`` (in session order, both sides of ``m``) cut on each side at the first step longer
     than ``gap``."""
-    here = (occurred(m), m.seq)
-    before = [x for x in near if (occurred(x), x.seq) < here]
-    after = [x for x in near if (occurred(x), x.seq) > here]
+    here = _place(m)
+    before = [x for x in near if _place(x) < here]
+    after = [x for x in near if _place(x) > here]
     return [*reversed(_step(m, before[::-1], gap)), *_step(m, after, gap)]
 
 
