@@ -23,11 +23,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.dialects.postgresql import UUID as PG_UUID
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from memvault.memories import reads_repository as memory_reads
 from memvault.memories.models import Memory
 from memvault.memories.schemas import MemoryFilters, occurred
-from memvault.retrieval.sql.common import first_passing
+from memvault.retrieval.sql.common import by_key, first_passing
 
 
 async def neighbours_of(
@@ -138,12 +139,14 @@ async def _around(
         found = conversation.probe(anchor, before, within, probed).table_valued("tenant_id", "id", name="found")
         near = first_passing(found, mine, before=before, limit=bindparam("per_side", n), name="near_row")
         near = near.lateral("near")
-        return select(anchor.c.id.label("anchor"), near.c.id).select_from(anchor).join(near, true())
+        return select(anchor.c.id.label("anchor"), near.c.tenant_id, near.c.id).select_from(anchor).join(near, true())
 
     pairs = union_all(side(True), side(False)).subquery("pairs")
-    rows = await s.execute(
-        select(pairs.c.anchor, Memory).join(Memory, (Memory.tenant_id == tenant_id) & (Memory.id == pairs.c.id))
-    )
+    # Each neighbour's row by its key too: joined plainly on the search's tenant (a constant),
+    # statistics that price the tenant at a few rows made the join read the tenant whole, or worse.
+    # The tenant stays a condition of the lookup, as in the probes' (Citus routes by it).
+    row = by_key(pairs.c.tenant_id, pairs.c.id, [Memory], [Memory.tenant_id == tenant_id], "neighbour")
+    rows = await s.execute(select(pairs.c.anchor, aliased(Memory, row)).select_from(pairs).join(row, true()))
     return sorted(((a, memory) for a, memory in rows), key=lambda r: _place(r[1]))
 
 
