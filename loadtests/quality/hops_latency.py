@@ -3,12 +3,16 @@ the namespace latency.py builds and keeps.
 
     HF_HUB_OFFLINE=1 .venv/bin/python loadtests/quality/latency.py --keep DIR --queries 20 --warmup 5
     HF_HUB_OFFLINE=1 .venv/bin/python loadtests/quality/hops_latency.py --keep DIR [--queries 300]
-        [--b JSON]
+        [--b JSON] [--prefix "These days, "]
 
 Every question is searched once untimed (its embedding is then cached: the comparison is of the
 search, not the model), then twice timed, with and without the hop, in alternating order (A B,
 B A, ...) so that drift in the machine's load falls on both alike. Reports server-side p50/p95
-(``total``, ``sql``, ``hops``) of each and the ratio of B's to A's."""
+(``total``, ``sql``, ``hops``) of each and the ratio of B's to A's.
+
+``--prefix`` puts a phrase before every question: with a time cue ("These days, ", "At first, ",
+"As of May 2023, ") and ``--b '{"weights": {"time": 0}}'`` it measures what the timeline costs a
+search (the line above the table says how many questions' cue was read)."""
 
 from __future__ import annotations
 
@@ -36,13 +40,16 @@ async def main() -> int:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--b", default='{"hops": true}', help="SearchIn fields of the B side (A: none)")
     parser.add_argument("--seed", type=int, default=4)
+    parser.add_argument("--prefix", default="", help="a phrase put before every question (a time cue)")
     args = parser.parse_args()
 
     from memvault.principal import Principal
     from memvault.retrieval.schemas import SearchIn
 
     k = kept(args.keep, args.data, args.seed)
-    built, ns, ref, questions = k.built, k.namespace, k.reference, k.questions[: args.queries]
+    built, ns, ref = k.built, k.namespace, k.reference
+    questions = [args.prefix + q for q in k.questions[: args.queries]]
+    cued: set[str] = set()
     sides: dict[str, dict[str, Any]] = {"A": {}, "B": json.loads(args.b)}
 
     async with embedded_app("memvault-latency-", keep=args.keep) as stack:
@@ -51,6 +58,8 @@ async def main() -> int:
 
         async def search(text: str, fields: dict[str, Any]) -> dict[str, float]:
             out = await api.search(p, ns, SearchIn(query=text, reference_time=ref, **{"limit": 10, **fields}))
+            if out.metrics.cues and any(out.metrics.cues.get(c) for c in ("order", "window", "day")):
+                cued.add(text)
             return out.metrics.timings_ms
 
         for text in questions:  # warm: embeddings cached, statements built, pages read
@@ -67,7 +76,8 @@ async def main() -> int:
 
     lines = [
         f"{len(questions)} questions, {built['memories']:,} memories, A: defaults, B: {args.b}; "
-        f"commit {revision()['commit']}; timed part {seconds:.0f} s",
+        f"commit {revision()['commit']}; timed part {seconds:.0f} s"
+        + (f"; prefix {args.prefix!r}, a time cue read in {len(cued)}" if args.prefix else ""),
         "",
         "| server-side ms | A p50 | B p50 | B/A p50 | A p95 | B p95 | B/A p95 |",
         "|---|---|---|---|---|---|---|",
