@@ -1,4 +1,4 @@
-"""The vectors the timeline reads beside the fused hits (retrieval/sql/timeline.py): read in
+"""The vectors the timeline reads with the fused hits (retrieval/sql/timeline.py): read in
 pgvector's binary form, they must be the stored float4s, which the text form gives as the
 shortest decimal that reads back as each."""
 
@@ -12,8 +12,7 @@ from sqlalchemy import select
 
 from memvault.api import NamespaceAPI
 from memvault.memories.models import Memory
-from memvault.retrieval.hits import Hit
-from memvault.retrieval.sql.timeline import vectors
+from memvault.retrieval.sql.timeline import floats, hit_vector
 from tests.conftest import Tenant
 from tests.memories.test_router import store_many
 
@@ -30,11 +29,10 @@ async def test_the_hits_vectors_are_the_stored_ones(
     theirs = await store_many(client, tenant_b, ["Kenji now lives in Lisbon."])
     ids = [uuid.UUID(m["id"]) for m in mine + theirs]
     async with api._db.tenant_tx(tenant_a.id) as tx:  # type: ignore[attr-defined]
-        stored = (await tx.session.execute(select(Memory).where(Memory.id.in_(ids)))).scalars().all()
         text_form = await tx.session.execute(select(Memory.id, Memory.embedding).where(Memory.id.in_(ids)))
         as_text = {memory_id: float4s(vector) for memory_id, vector in text_form}
-        hits = [Hit(m, 1.0, None, None, None, None) for m in stored]
-        read = await vectors(tx.session, hits)
+        binary = await tx.session.execute(select(Memory.id, hit_vector()).where(Memory.id.in_(ids)))
+        read = {memory_id: floats(raw) for memory_id, raw in binary}
 
     # Each of the tenant's own, 384 float4s equal to the last bit; the other tenant's is not read.
     assert set(read) == set(as_text) == {uuid.UUID(m["id"]) for m in mine}

@@ -29,7 +29,7 @@ from memvault.retrieval.sql.fusion import Statement
 from memvault.retrieval.sql.settings import search_settings
 from memvault.retrieval.sql.shape import Channels, channels_of, parameters, shape_of, timeline_cue, timeline_on
 from memvault.retrieval.sql.statement import search_rows, statement_for
-from memvault.retrieval.sql.timeline import vectors as hit_vectors
+from memvault.retrieval.sql.timeline import floats
 
 
 async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
@@ -56,7 +56,7 @@ async def hybrid_search(s: AsyncSession, plan: SearchPlan) -> SearchOutcome:
         time_part = _time_part(channels, plan.fusion)
         # The subject is judged on the hits' vectors, read unless a window's reading cannot turn on it.
         judged = not timed.fused_window or timeline.window_needs_vectors(plan.query, hits, timed, time_part)
-        vectors = await hit_vectors(s, hits[: timeline.FETCH]) if judged else {}
+        vectors = _vectors(hits[: timeline.FETCH]) if judged else {}
         arranged = timeline.arrange(plan.query, hits, timed, vectors, plan.limit, time_part)
         hits, explained = arranged.hits, arranged.explained
     elif (lifting := _window_weight(plan)) > 0:
@@ -121,6 +121,13 @@ def _time_part(channels: Channels, fusion: str) -> Callable[[Hit], float]:
     return part
 
 
+def _vectors(hits: list[Hit]) -> dict[object, list[float]]:
+    """The hits' vectors by memory id, read with them (``Shape.vectors``); none for fewer than two."""
+    if len(hits) < 2:
+        return {}
+    return {h.memory.id: h.vector for h in hits if h.vector is not None}
+
+
 def _hits(rows: Any, prepared: Statement, channels: Channels, fusion: str) -> tuple[list[Hit], dict[str, int]]:
     """The rows as hits, and how many candidates each channel found."""
     # Normalised so that the best value (weighted) or rank 1 (rrf) in every channel that counted
@@ -146,6 +153,7 @@ def _hits(rows: Any, prepared: Statement, channels: Channels, fusion: str) -> tu
                 lexical_rank=r["lexical_rank"],
                 lexical_score=None if r["lex_score"] is None else float(r["lex_score"]),
                 channels=explained,
+                vector=floats(r["hit_vector"]) if r.get("hit_vector") is not None else None,
             )
         )
     # The window counts run over every candidate, so any returned row carries them.

@@ -14,6 +14,7 @@ from memvault.retrieval.schemas import CHANNELS
 from memvault.retrieval.sql.common import RRF_K, routed
 from memvault.retrieval.sql.ranks import NO_RANK, match_rank
 from memvault.retrieval.sql.shape import Params, Shape
+from memvault.retrieval.sql.timeline import hit_vector
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,9 @@ def fused_hits(shape: Shape, ranked: Any, edges: Any | None) -> Statement:
         .limit(Params.limit)
         .subquery("top")
     )
+    vectors = [hit_vector().label("hit_vector")] if shape.vectors else []
     stmt = (
-        select(Memory, *top.c)
+        select(Memory, *top.c, *vectors)
         .select_from(top)
         .join(Memory, and_(Memory.tenant_id == top.c.tenant_id, Memory.id == top.c.id, *routed()))
         .order_by(top.c.fused_score.desc(), top.c.retrieval.desc(), top.c.id)

@@ -47,6 +47,8 @@ class Shape:
     inferred: bool = False
     # On Citus: every read of a memory by key names the tenant too (sql/common.routed).
     routed: bool = False
+    # The hits' vectors come with them: the timeline judges its subject on them (sql/timeline.py).
+    vectors: bool = False
 
 
 class Params:
@@ -148,6 +150,7 @@ def shape_of(plan: SearchPlan, channels: Channels) -> Shape:
         time=None if timeline_cue(plan, channels) else "window" if cues.window is not None else cues.order,
         inferred="context" in channels.used and plan.session_gap_minutes > 0,
         routed=on_citus(),
+        vectors=timeline_on(plan, channels),
     )
 
 

@@ -3,28 +3,19 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
-from sqlalchemy import LargeBinary, func, select, tuple_
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import LargeBinary, func
 
 from memvault.memories.models import Memory
-from memvault.retrieval.hits import Hit
 
 
-async def vectors(s: AsyncSession, hits: list[Hit]) -> dict[object, list[float]]:
-    """The hits' vectors (the fusion leaves them in the database): whether two say the same thing.
-    One lookup by primary key, in the search's own tenant transaction.
-
-    In pgvector's binary form: its text form took 2.7 ms of Python to parse for 20 hits at 384
-    dimensions, two thirds of what the timeline added to a search (docs/benchmarks.md)."""
-    if len(hits) < 2:
-        return {}
-    rows = await s.execute(
-        select(Memory.id, func.vector_send(Memory.embedding, type_=LargeBinary)).where(
-            tuple_(Memory.tenant_id, Memory.id).in_([(h.memory.tenant_id, h.memory.id) for h in hits])
-        )
-    )
-    return {mid: floats(raw) for mid, raw in rows if raw is not None}
+def hit_vector() -> Any:
+    """A hit's vector, read with it in the fused statement when the timeline acts (``Shape.vectors``):
+    whether two hits say the same thing. A lookup of its own cost a round trip, and pgvector's
+    text form 2.7 ms of Python to parse for 20 hits at 384 dimensions: together four fifths of
+    what the timeline added to a search (docs/benchmarks.md). In pgvector's binary form."""
+    return func.vector_send(Memory.embedding, type_=LargeBinary)
 
 
 def floats(raw: bytes) -> list[float]:
