@@ -4,6 +4,7 @@ LoCoMo before any of them goes into the search statement (issue 30, item 3).
     HF_HUB_OFFLINE=1 .venv/bin/python loadtests/quality/feedback_offline.py dump PATH [--conversations 10]
     .venv/bin/python loadtests/quality/feedback_offline.py simulate PATH
     .venv/bin/python loadtests/quality/feedback_offline.py halves PATH
+    HF_HUB_OFFLINE=1 .venv/bin/python loadtests/quality/feedback_offline.py context PATH
 
 ``dump`` ingests LoCoMo as locomo.py does (issue 4 protocol), searches every question through the
 facade twice (limit 10: the served list; limit 100: a wider candidate list with each hit's fused
@@ -17,7 +18,9 @@ category beside the served list's:
 - session window: the turns within W of the best m hits in their session;
 - session diversity: at most ``per`` hits from one session in the top 10;
 - entity hop: the memories sharing an entity the rule extractor finds in a top hit (the step
-  ``SearchIn.hops`` serves), with the extractor's entities linked to every turn.
+  ``SearchIn.hops`` serves), with the extractor's entities linked to every turn;
+- context vectors (``context``): each turn embedded again with the turns around it, or its vector
+  plus its neighbours' mean, as a second dense value and a second nearest-vector pass.
 
 Each adds w times its value scaled to 0..1 to the hit's fused score. The limit-100 list is drawn
 from 500 candidates a channel where the served one has 50: its own top 10 is within 0.005 of the
@@ -256,6 +259,65 @@ class Sim:
         return [self.mems[m]["dia"] for _, m in sorted(joined, key=lambda x: -x[0])]
 
 
+async def context_texts(sim: Sim, width: tuple[int, int]) -> dict[Any, Any]:
+    """Each turn embedded with the ``width`` (before, after) turns around it in its session."""
+    from harness import MODEL
+
+    from memvault.embeddings.local import LocalEmbedder
+
+    emb = LocalEmbedder(MODEL, dim=384, cache_size=0)
+    ids = list(sim.mems)
+    texts = []
+    for mid in ids:
+        ns, (s, t) = sim.mems[mid]["ns"], sim.pos[mid]
+        around = [sim.bypos.get((ns, s, t + d)) for d in range(-width[0], width[1] + 1)]
+        texts.append("\n".join(sim.mems[m]["content"] for m in around if m is not None))
+    vectors = []
+    for i in range(0, len(texts), 64):
+        vectors.extend(await emb.embed(texts[i : i + 64]))
+    return {mid: unit(np.array(v, dtype=np.float32)) for mid, v in zip(ids, vectors, strict=True)}
+
+
+def smoothed(sim: Sim, a: float, width: int) -> dict[Any, Any]:
+    """Each turn's vector plus ``a`` times the mean of its ``width`` neighbours a side."""
+    out = {}
+    for mid, m in sim.mems.items():
+        s, t = sim.pos[mid]
+        near = [sim.bypos.get((m["ns"], s, t + d)) for d in range(-width, width + 1) if d]
+        near = [n for n in near if n is not None]
+        v = sim.E[mid] + (a * np.mean([sim.E[n] for n in near], axis=0) if near else 0)
+        out[mid] = unit(v)
+    return out
+
+
+def with_context(sim: Sim, q: dict[str, Any], C: dict[Any, Any], w: float, new: int) -> list[str]:
+    """The limit-100 list plus the ``new`` nearest by context vector, by fused + w * context cosine."""
+    ids = [h[2] for h in q["hits"]]
+    qv = unit(np.array(q["qv"], dtype=np.float32))
+    cand = list(ids)
+    if new:
+        pool = sim.byns[q["ns"]]
+        cos = np.stack([C[i] for i in pool]) @ qv
+        cand = list(dict.fromkeys(ids + [pool[j] for j in np.argsort(-cos)[:new]]))
+    values = rel(np.array([C[i] @ qv for i in cand]))
+    return sim.merged(q, dict(zip(cand, values, strict=True)), w)
+
+
+def context(path: Path) -> None:
+    """Context vectors: a turn embedded with the turns around it, a second dense value."""
+    sim = Sim(pickle.loads(path.read_bytes()))
+    variants = {f"text -{b}+{a}": asyncio.run(context_texts(sim, (b, a))) for b, a in ((1, 0), (1, 1), (2, 0))}
+    for a, width in itertools.product((0.5, 1.0), (1, 2)):
+        variants[f"smoothed a={a} W={width}"] = smoothed(sim, a, width)
+    print("| step | all | " + " | ".join(CATEGORIES.values()) + " |")
+    print("|---|---|" + "---|" * len(CATEGORIES))
+    sim.report("served list (server defaults)", lambda q: q["top10"])
+    sim.report("limit-100 list, its top 10", lambda q: [h[0] for h in q["hits"]])
+    for name, C in variants.items():
+        for w, new in itertools.product((0.1, 0.2, 0.3, 0.5), (0, 50)):
+            sim.report(f"{name} w={w} new={new}", lambda q, C=C, w=w, n=new: with_context(sim, q, C, w, n))
+
+
 def halves(path: Path) -> None:
     """The session window chosen on the first half of the conversations, read on the other half."""
     sim = Sim(pickle.loads(path.read_bytes()))
@@ -302,13 +364,15 @@ def simulate(path: Path) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=("dump", "simulate", "halves"))
+    parser.add_argument("mode", choices=("dump", "simulate", "halves", "context"))
     parser.add_argument("path", type=Path)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--conversations", type=int, default=10)
     args = parser.parse_args()
     if args.mode == "dump":
         asyncio.run(dump(args.path, json.loads(args.data.read_text())[: args.conversations]))
+    elif args.mode == "context":
+        context(args.path)
     elif args.mode == "halves":
         halves(args.path)
     else:

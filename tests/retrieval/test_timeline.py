@@ -11,12 +11,15 @@ import pytest
 
 from tests.conftest import Tenant
 from tests.memories.test_router import search, store
+from tests.retrieval.test_search import entity
 
 VERSIONS = [
     ("Ana Duarte lives in Porto.", "2015-03-01T09:00:00Z"),
     ("Ana Duarte moved from Porto to Berlin.", "2019-06-01T09:00:00Z"),
     ("Ana Duarte relocated to Lisbon.", "2023-02-01T09:00:00Z"),
 ]
+REFERENCE = "2026-06-01T00:00:00Z"
+AT = "2020-01-01T09:00:00Z"
 # Another subject's memories of the same kind: one newer than all of Ana's, one older.
 OTHERS = [
     ("Bruno Holm moved to Oslo.", "2025-05-01T09:00:00Z"),
@@ -25,8 +28,14 @@ OTHERS = [
 
 
 async def first(client: httpx.AsyncClient, tenant: Tenant, query: str) -> tuple[str, dict[str, Any]]:
-    out = await search(client, tenant, query, reference_time="2026-06-01T00:00:00Z")
+    out = await search(client, tenant, query, reference_time=REFERENCE)
     return out["results"][0]["memory"]["content"], out
+
+
+def scores_descend(out: dict[str, Any]) -> bool:
+    """Whether ``score`` descends down the results: what a client that sorts or merges by it keeps."""
+    scores = [r["score"] for r in out["results"]]
+    return scores == sorted(scores, reverse=True)
 
 
 @pytest.fixture
@@ -72,8 +81,26 @@ class TestWithinTheSubject:
     async def test_each_kind_of_cue(
         self, client: httpx.AsyncClient, tenant_a: Tenant, stored: dict[str, str], query: str, expected: str
     ) -> None:
-        top, _ = await first(client, tenant_a, query)
+        top, out = await first(client, tenant_a, query)
         assert top == expected
+        # A version the cue moved up takes its place's score: the order survives a sort by score.
+        assert scores_descend(out), [(r["score"], r["memory"]["content"]) for r in out["results"]]
+
+    async def test_the_cues_order_survives_the_entity_hop(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        # The hop merges what it reaches into the hits by score, and sorted them back into the
+        # fusion's order: the best fused version above the one the cue asks for.
+        porto = await entity(client, tenant_a, "Porto", type="location")
+        for content, at in VERSIONS + OTHERS:
+            await store(client, tenant_a, content, valid_from=at, entity_ids=[porto] if "Porto" in content else [])
+        await store(client, tenant_a, "Porto's old town is a World Heritage site.", valid_from=AT, entity_ids=[porto])
+        query = "Where does Ana Duarte currently live?"
+        plain = await search(client, tenant_a, query, reference_time=REFERENCE, limit=3, weights={"time": 0})
+        assert plain["results"][0]["memory"]["content"] != "Ana Duarte relocated to Lisbon.", "the cue must move it"
+        out = await search(client, tenant_a, query, reference_time=REFERENCE, hops=True, limit=3)
+        # The hop reached the site through Porto (below the cut: the stage says "skipped").
+        assert "hops" in out["metrics"]["stages"]
+        assert out["results"][0]["memory"]["content"] == "Ana Duarte relocated to Lisbon."
+        assert scores_descend(out)
 
     async def test_no_cue_no_time_channel_and_the_same_order(
         self, client: httpx.AsyncClient, tenant_a: Tenant, stored: dict[str, str]
@@ -124,6 +151,7 @@ class TestWindows:
         # dated in 2021, came first.
         top, out = await first(client, tenant_a, query)
         assert top == "Ana Duarte moved from Porto to Berlin."
+        assert scores_descend(out)
         cues = out["metrics"]["cues"]
         assert cues["window"].startswith("2021-01-01")
         assert cues["time_first"] == "2019-06-01"

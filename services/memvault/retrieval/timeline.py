@@ -269,8 +269,23 @@ def arrange(
     versions re-ordered as the time cue asks, cut to ``limit``; each hit's ``time`` channel says its
     place among the versions. ``time_part``: what the time channel added to a hit's score (a plain
     window's fusion), taken off to find the subject as the question alone ranks it."""
+    scores = [h.score for h in hits]
     if cues.fused_window:
-        return _window(query, hits, cues, vectors, limit, time_part or (lambda h: 0.0))
+        arranged = _window(query, hits, cues, vectors, limit, time_part or (lambda h: 0.0))
+    else:
+        arranged = _within_subject(query, hits, cues, vectors, limit)
+    # Each place keeps its score: a version the cue moves up takes the score of the place it takes.
+    # Clients sort and merge results by score (several namespaces' searches, an agent reading the
+    # scores beside the memories), and a list whose second hit outscored its first undid the cue.
+    for h, score in zip(arranged.hits, scores, strict=False):
+        h.score = score
+    return arranged
+
+
+def _within_subject(
+    query: str, hits: list[Hit], cues: QueryCues, vectors: dict[object, list[float]], limit: int
+) -> Arranged:
+    """An order or an event: the subject's versions re-ordered among the places they hold."""
     places = subject(query, hits, vectors, cues.event)
     members = [hits[i] for i in places]
     arranged = _order(cues, members) if len(members) > 1 else None
