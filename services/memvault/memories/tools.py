@@ -105,9 +105,9 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         title="Search memories",
         annotations=READ,
         description=(
-            "Find memories by meaning and by exact words, best first. Use it for something specific "
-            "(`what does Ana eat?`) or when memory_get_context was not specific enough. With user_id/session_id "
-            "it reads as that user/session: their own memories plus shared ones."
+            "Find memories by meaning and exact words, best first (`what does Ana eat?`). user_id/session_id: "
+            "read as that user/session, plus shared memories. Time words act: `now` gets a changed fact's newest "
+            "version, `originally` its oldest."
         ),
     )
     async def memory_search(
