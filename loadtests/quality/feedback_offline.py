@@ -17,6 +17,7 @@ category beside the served list's:
 - lexical PRF (RM3): the best m hits' most distinctive terms (BM25 in Python), a second word pass;
 - session window: the turns within W of the best m hits in their session;
 - session diversity: at most ``per`` hits from one session in the top 10;
+- MMR: maximal marginal relevance (each next hit penalised by its cosine to those chosen);
 - entity hop: the memories sharing an entity the rule extractor finds in a top hit (the step
   ``SearchIn.hops`` serves), with the extractor's entities linked to every turn;
 - context vectors (``context``): each turn embedded again with the turns around it, or its vector
@@ -240,6 +241,25 @@ class Sim:
             count[session] += 1
         return out + rest
 
+    def mmr(self, q: dict[str, Any], lam: float, depth: int) -> list[str]:
+        """Maximal marginal relevance over the best ``depth``: each next hit the one with the best
+        lam x fused score (scaled to 0..1) - (1 - lam) x its cosine to the closest hit chosen."""
+        ids = [h[2] for h in q["hits"][:depth]]
+        value = rel(np.array([h[1] for h in q["hits"][:depth]]))
+        vectors = [unit(self.E[i]) for i in ids]
+        chosen: list[int] = []
+        rest = list(range(len(ids)))
+        while rest and len(chosen) < 10:
+            best = max(
+                rest,
+                key=lambda i: (
+                    lam * value[i] - (1 - lam) * max((float(vectors[i] @ vectors[j]) for j in chosen), default=0.0)
+                ),
+            )
+            chosen.append(best)
+            rest.remove(best)
+        return [self.mems[ids[i]]["dia"] for i in chosen + rest]
+
     def hop(self, q: dict[str, Any], seeds: int, max_links: int, added: int, decay: float) -> list[str]:
         qv = np.array(q["qv"])
         asked = {w.lower() for w in re.findall(r"\w+", q["text"])}
@@ -355,6 +375,8 @@ def simulate(path: Path) -> None:
         sim.report(f"session window m={m} W={width} w={w}", lambda q, m=m, x=width, w=w: sim.window(q, m, x, w))
     for per in (2, 3, 4):
         sim.report(f"session diversity per={per}", lambda q, per=per: sim.diversify(q, per))
+    for lam, depth in itertools.product((0.95, 0.9, 0.8, 0.7), (20, 30)):
+        sim.report(f"MMR lam={lam} depth={depth}", lambda q, lam=lam, d=depth: sim.mmr(q, lam, d))
     for seeds, links, added in itertools.product((1, 3), (10, 30, 50), (1, 3)):
         sim.report(
             f"entity hop seeds={seeds} max_links={links} added={added}",
