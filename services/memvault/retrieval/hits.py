@@ -17,8 +17,9 @@ class Hit:
     lexical_score: float | None
     # channel -> (its rank, its value) for every channel that took part
     channels: dict[str, tuple[int | None, float | None]] = field(default_factory=dict)
-    # Its vector, read with it when the timeline acts (sql/timeline.py); None otherwise.
-    vector: list[float] | None = None
+    # Its vector in pgvector's binary form, read with it when the timeline acts (sql/timeline.py);
+    # None otherwise. Kept as read: only the hits the timeline compares are decoded.
+    vector: bytes | None = None
 
 
 def matched_by(hits: list[Hit]) -> dict[str, int]:

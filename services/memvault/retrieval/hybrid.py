@@ -122,10 +122,11 @@ def _time_part(channels: Channels, fusion: str) -> Callable[[Hit], float]:
 
 
 def _vectors(hits: list[Hit]) -> dict[object, list[float]]:
-    """The hits' vectors by memory id, read with them (``Shape.vectors``); none for fewer than two."""
+    """The hits' vectors by memory id, read with them (``Shape.vectors``) and decoded only here, for
+    the hits the timeline judges; none for fewer than two."""
     if len(hits) < 2:
         return {}
-    return {h.memory.id: h.vector for h in hits if h.vector is not None}
+    return {h.memory.id: floats(h.vector) for h in hits if h.vector is not None}
 
 
 def _hits(rows: Any, prepared: Statement, channels: Channels, fusion: str) -> tuple[list[Hit], dict[str, int]]:
@@ -153,7 +154,7 @@ def _hits(rows: Any, prepared: Statement, channels: Channels, fusion: str) -> tu
                 lexical_rank=r["lexical_rank"],
                 lexical_score=None if r["lex_score"] is None else float(r["lex_score"]),
                 channels=explained,
-                vector=floats(r["hit_vector"]) if r.get("hit_vector") is not None else None,
+                vector=r.get("hit_vector"),
             )
         )
     # The window counts run over every candidate, so any returned row carries them.
