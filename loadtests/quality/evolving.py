@@ -642,12 +642,32 @@ def _as_before() -> Iterator[object]:
         QueryCues.timeline = saved  # type: ignore[method-assign]
 
 
-async def run(client: Any, data: Dataset, extra: dict[str, Any], variants: list[Variant]) -> dict[str, Any]:
+def owners_of(data: Dataset, group: int) -> dict[str, str]:
+    """Each subject's owner (``user_id``) when subjects are stored in groups of ``group``, in the
+    order they were generated; empty for 0 (one shared pool, no owner)."""
+    if not group:
+        return {}
+    subjects = list(dict.fromkeys(q.subject for q in data.questions))
+    return {s: f"owner-{i // group}" for i, s in enumerate(subjects)}
+
+
+def _owner(ref: str, owners: dict[str, str]) -> dict[str, str]:
+    return {"user_id": owners[ref.split("|", 1)[0]]} if owners else {}
+
+
+async def run(
+    client: Any, data: Dataset, extra: dict[str, Any], variants: list[Variant], owners: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Store the memories once, then ask every question of each variant in turn (alternating which
-    goes first, so that a warmer cache favours neither)."""
+    goes first, so that a warmer cache favours neither). ``owners``: each subject's ``user_id``;
+    a question is then asked with that owner as its filter, among its group's memories only."""
+    owners = owners or {}
     ids: dict[str, str] = {}
     t0 = time.perf_counter()
-    rows = [{"content": v.content, "valid_from": v.valid_from.isoformat(), "type": "fact"} for v in data.memories]
+    rows = [
+        {"content": v.content, "valid_from": v.valid_from.isoformat(), "type": "fact", **_owner(v.ref, owners)}
+        for v in data.memories
+    ]
     for i in range(0, len(rows), 500):
         stored = await client.store(rows[i : i + 500])
         for v, mid in zip(data.memories[i : i + 500], stored, strict=True):
@@ -657,6 +677,8 @@ async def run(client: Any, data: Dataset, extra: dict[str, Any], variants: list[
     latencies: dict[str, list[float]] = {name: [] for name, _ in variants}
     for n, q in enumerate(data.questions):
         body = {"query": q.text, "limit": 5, "reference_time": REFERENCE.isoformat(), **extra}
+        if owners:
+            body["filters"] = {**body.get("filters", {}), "user_id": owners[q.subject]}
         for name, variant in variants[n % len(variants) :] + variants[: n % len(variants)]:
             with variant():
                 t = time.perf_counter()
@@ -733,6 +755,14 @@ async def main() -> int:
     parser.add_argument("--namespace", default=None, help="with --base: the namespace (default: a new one)")
     parser.add_argument("--out", type=Path, default=None, help="JSON path")
     parser.add_argument(
+        "--group",
+        type=int,
+        default=0,
+        help="store the subjects in groups of this many, each group's memories with an owner of its own "
+        "(user_id), and ask each question filtered to its owner: few candidates, as an app that keeps its "
+        "end users in one namespace searches (default 0: one pool)",
+    )
+    parser.add_argument(
         "--ab",
         action="store_true",
         help="in-process only: also run every question as search did before the timeline, alternating (A/B)",
@@ -752,7 +782,7 @@ async def main() -> int:
     if args.base:
         rest = Rest(args.base, args.key, ns)
         await rest.create_namespace()
-        result = await run(rest, data, extra, variants)
+        result = await run(rest, data, extra, variants, owners_of(data, args.group))
         target = args.base
     else:
         from harness import embedded_app
@@ -764,7 +794,7 @@ async def main() -> int:
             tenant = await stack.api.create_tenant(f"evolving-{uuid.uuid4().hex[:8]}")
             p = Principal.system(tenant.id, subject="bench")
             await stack.api.create_namespace(p, NamespaceIn(name=ns))
-            result = await run(Facade(stack.api, p, ns), data, extra, variants)
+            result = await run(Facade(stack.api, p, ns), data, extra, variants, owners_of(data, args.group))
         target = "facade, embedded PostgreSQL, all-MiniLM-L6-v2"
     summaries = {name: summarise(records) for name, records in result["questions"].items()}
     from harness import ROOT, pct
@@ -782,6 +812,7 @@ async def main() -> int:
         "target": target,
         "seed": args.seed,
         "subjects": args.subjects,
+        "group": args.group,
         "memories": len(data.memories),
         "extra": extra,
         "summary": summaries,
@@ -798,7 +829,8 @@ async def main() -> int:
     out.write_text(json.dumps(report, indent=1, default=str))
     title = (
         f"Evolving facts, seed {args.seed}, {args.subjects} subjects, {len(data.memories)} memories, "
-        f"{len(data.questions)} questions; {target}; commit {commit}; search p50 {pct(lat, 50):.1f} ms"
+        + (f"owners of {args.group} subjects each, " if args.group else "")
+        + f"{len(data.questions)} questions; {target}; commit {commit}; search p50 {pct(lat, 50):.1f} ms"
     )
     print(table(summaries, title))
     print(latency_table(result["latency_ms"], result["questions"]))

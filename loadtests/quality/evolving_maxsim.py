@@ -129,7 +129,11 @@ def hits_of(rec: dict[str, Any]) -> list[Hit]:
     return [
         Hit(
             memory=SimpleNamespace(
-                id=h["id"], content=h["content"], valid_from=h["valid_from"], created_at=h["created_at"]
+                id=h["id"],
+                content=h["content"],
+                valid_from=h["valid_from"],
+                created_at=h["created_at"],
+                seq=h.get("seq", 0),
             ),  # type: ignore[arg-type]
             score=h["score"],
             semantic_relevance=None,
@@ -143,9 +147,9 @@ def hits_of(rec: dict[str, Any]) -> list[Hit]:
 
 
 def prototype_cos(
-    query: str, hits: list[Hit], vectors: dict[str, list[float]], event: tuple[str, ...], score: Callable[[Hit], float]
+    query: str, hits: list[Hit], vectors: dict[str, list[float]], event: tuple[str, ...]
 ) -> dict[str, float]:
-    near = timeline._near(query, hits, event, score)
+    near = timeline._near(query, hits, event)
     known = [i for i in near if hits[i].memory.id in vectors]
     if not known:
         return {}
@@ -193,17 +197,14 @@ def study(path: Path, model: TokenModel) -> None:
         if cues.fused_window:
             tp = {h["id"]: h["time_part"] for h in a["hits"]}
             hits.sort(key=lambda h: h.score - tp[h.memory.id], reverse=True)
-            score: Callable[[Hit], float] = lambda h, tp=tp: h.score - tp[h.memory.id]  # noqa: E731
-        else:
-            score = timeline._fused
         # Memory to memory: each hit's symmetric MaxSim to the first PROTOTYPE near hits (the
         # subject's best hits, as the prototype takes them), averaged ("dd").
         by_id = {h["id"]: d for h, d in zip(a["hits"], enc[1:], strict=False)}
-        near = timeline._near(a["query"], hits, () if cues.fused_window else cues.event, score)
+        near = timeline._near(a["query"], hits, () if cues.fused_window else cues.event)
         heads = [by_id[hits[i].memory.id] for i in near[: timeline.PROTOTYPE] if hits[i].memory.id in by_id]
         for mid, d in by_id.items():
             r["ms"][mid]["dd"] = float(np.mean([sum(maxsim(h, d)) / 2 for h in heads]))
-        r["proto"] = prototype_cos(a["query"], hits, a["vectors"], () if cues.fused_window else cues.event, score)
+        r["proto"] = prototype_cos(a["query"], hits, a["vectors"], () if cues.fused_window else cues.event)
     ms = {name: 1000 * np.array(xs) for name, xs in (("cpu", cpu), ("session", session), ("wall", wall))}
     print(
         f"encode question + {np.mean([len(r['arrange']['hits'][: timeline.FETCH]) for r in recs]):.1f} hits "
@@ -266,11 +267,11 @@ def end_to_end(recs: list[dict[str, Any]]) -> None:
     current: dict[str, Any] = {}
 
     def rule_subject(make: Rule) -> Callable[..., list[int]]:
-        def subject(query, hits, vectors, event=(), score=timeline._fused):  # type: ignore[no-untyped-def]
+        def subject(query, hits, vectors, event=()):  # type: ignore[no-untyped-def]
             if not hits:
                 return []
-            near = timeline._near(query, hits, event, score)
-            proto_kept = real_subject(query, hits, vectors, event, score)
+            near = timeline._near(query, hits, event)
+            proto_kept = real_subject(query, hits, vectors, event)
             return make(current["r"], hits, near, {"proto": proto_kept})  # type: ignore[dict-item]
 
         return subject

@@ -2,7 +2,7 @@
 study of how a subject's versions are told from its other facts (evolving_maxsim.py).
 
     HF_HUB_OFFLINE=1 PYTHONPATH=services .venv/bin/python loadtests/quality/evolving_record.py \
-        --seed 30 --out /tmp/evolving-30.pkl
+        --seed 30 --out /tmp/evolving-30.pkl [--group 1]
 
 For every question with a time cue: the question, its kind, the expected memory, the generator's
 subject and attribute, the cues, and the fused hits ``timeline.arrange`` was given (id, the
@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from evolving import REFERENCE, Facade, generate
+from evolving import REFERENCE, Facade, _owner, generate, owners_of
 
 
 async def main() -> int:
@@ -31,8 +31,10 @@ async def main() -> int:
     parser.add_argument("--seed", type=int, default=30)
     parser.add_argument("--subjects", type=int, default=60)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--group", type=int, default=0, help="as evolving.py's --group: owners of this many subjects")
     args = parser.parse_args()
     data = generate(args.seed, args.subjects)
+    owners = owners_of(data, args.group)
     from harness import embedded_app
 
     from memvault.namespaces.schemas import NamespaceIn
@@ -57,6 +59,7 @@ async def main() -> int:
                         "content": h.memory.content,
                         "valid_from": h.memory.valid_from,
                         "created_at": h.memory.created_at,
+                        "seq": h.memory.seq,
                         "score": h.score,
                         "time_part": part(h),
                         "channels": dict(h.channels),
@@ -76,14 +79,19 @@ async def main() -> int:
         ns = f"evolving-{uuid.uuid4().hex[:8]}"
         await stack.api.create_namespace(p, NamespaceIn(name=ns))
         client = Facade(stack.api, p, ns)
-        rows = [{"content": v.content, "valid_from": v.valid_from.isoformat(), "type": "fact"} for v in data.memories]
+        rows = [
+            {"content": v.content, "valid_from": v.valid_from.isoformat(), "type": "fact", **_owner(v.ref, owners)}
+            for v in data.memories
+        ]
         for i in range(0, len(rows), 500):
             stored = await client.store(rows[i : i + 500])
             for v, mid in zip(data.memories[i : i + 500], stored, strict=True):
                 refs[mid] = v.ref
         for q in data.questions:
             captured.clear()
-            body = {"query": q.text, "limit": 5, "reference_time": REFERENCE.isoformat()}
+            body: dict[str, Any] = {"query": q.text, "limit": 5, "reference_time": REFERENCE.isoformat()}
+            if owners:
+                body["filters"] = {"user_id": owners[q.subject]}
             res = await client.search(body)
             got = [refs.get(r["memory"]["id"], "?") for r in res["results"]]
             out.append(

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import Tenant
-from tests.memories.test_router import search, store
+from tests.memories.test_router import search, store, store_many
 from tests.retrieval.test_search import entity
 
 VERSIONS = [
@@ -132,6 +132,72 @@ SHOWN = [
     ("Ana Duarte showed Bruno Holm the garden she planted.", "2022-05-01T18:00:00Z"),
     ("Ana Duarte showed Bruno Holm her photos from Japan.", "2021-02-01T18:00:00Z"),
 ]
+
+
+class TestAmongFewCandidates:
+    """A search filtered to one user's memories sees only a few: the fused score, scaled over the
+    candidates, put a version's second-best match near 0 beside the best, and an event's words
+    ("before moving to Lisbon") lift the one version that says them far above the others. Neither
+    may keep the other versions out of the subject."""
+
+    KENJI = [
+        ("Kenji lives in Osaka and works at a ramen shop.", "2019-04-01T09:00:00Z"),
+        ("Kenji moved to Lisbon for a job at a fintech startup.", "2022-09-01T09:00:00Z"),
+        ("Kenji relocated to Montreal to join a game studio.", "2025-01-15T09:00:00Z"),
+    ]
+
+    @pytest.mark.parametrize(
+        ("query", "expected"),
+        [
+            ("What did Kenji do before moving to Lisbon?", 0),
+            ("Where did Kenji work after leaving Osaka?", 1),
+            ("Where did Kenji live before Montreal?", 1),
+            ("After Lisbon, where did Kenji go?", 2),
+            ("Where did Kenji live in 2021?", 0),
+            ("Where does Kenji live now?", 2),
+            ("Where did Kenji live originally?", 0),
+        ],
+    )
+    async def test_one_users_versions_filtered(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, query: str, expected: int
+    ) -> None:
+        for content, at in self.KENJI:
+            await store(client, tenant_a, content, valid_from=at, user_id="kenji")
+        for content, at in OTHERS:
+            await store(client, tenant_a, content, valid_from=at, user_id="bruno")
+        out = await search(client, tenant_a, query, reference_time=REFERENCE, filters={"user_id": "kenji"})
+        assert out["results"][0]["memory"]["content"] == self.KENJI[expected][0], out["metrics"]["cues"]
+        assert out["metrics"]["cues"]["subject"] == "3"
+        assert scores_descend(out)
+
+
+class TestStoredTogether:
+    """Versions stored in one batch without a ``valid_from`` share one date (the transaction's):
+    they follow each other in the order given, as a session's turns do."""
+
+    LENA = [
+        "Lena Park drives a red Volvo.",
+        "Lena Park sold the Volvo and bought a blue Tesla.",
+        "Lena Park replaced the Tesla with a green bicycle.",
+    ]
+
+    @pytest.mark.parametrize(
+        ("query", "expected"),
+        [
+            ("What does Lena Park currently use to get around?", 2),
+            ("What does Lena Park drive now?", 2),
+            ("What did Lena Park drive originally?", 0),
+            ("What did Lena Park drive before the Tesla?", 0),
+            ("What did Lena Park get after selling the Volvo?", 1),
+        ],
+    )
+    async def test_the_order_given(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, query: str, expected: int
+    ) -> None:
+        made = await store_many(client, tenant_a, self.LENA)
+        assert len({m["created_at"] for m in made}) == 1, "one date for all: the order given must decide"
+        out = await search(client, tenant_a, query)
+        assert out["results"][0]["memory"]["content"] == self.LENA[expected], out["metrics"]["cues"]
 
 
 class TestWindows:

@@ -22,10 +22,8 @@ Chosen on LoCoMo's first five conversations, read on the other five
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from memvault.retrieval.hits import Hit
-from memvault.retrieval.timeline import date_of
+from memvault.retrieval.timeline import date_of, place_of
 
 # Fused rows the statement returns when the window applies: room below the page for the best
 # hit's neighbours to rise from.
@@ -38,11 +36,6 @@ _BELOW_BEST = 1e-6
 
 def fetch(limit: int) -> int:
     return max(limit, FETCH)
-
-
-def _order(hit: Hit) -> tuple[datetime, int]:
-    """Conversation order: valid time, then the order written (as the context channel reads it)."""
-    return (date_of(hit), hit.memory.seq or 0)
 
 
 def same_conversation(best: Hit, other: Hit, gap_s: float) -> bool:
@@ -68,7 +61,7 @@ def lift(hits: list[Hit], weight: float, gap_s: float) -> list[Hit]:
     if weight <= 0 or len(hits) < 2:
         return hits
     best = hits[0]
-    conversation = sorted((h for h in hits if h is best or same_conversation(best, h, gap_s)), key=_order)
+    conversation = sorted((h for h in hits if h is best or same_conversation(best, h, gap_s)), key=place_of)
     if len(conversation) < 2:
         return hits
     at = next(i for i, h in enumerate(conversation) if h is best)
