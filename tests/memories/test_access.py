@@ -117,6 +117,40 @@ async def test_a_read_during_the_write_of_its_count_waits_for_it(
     assert (await counts(slow, found))[found][0] == 2
 
 
+async def test_a_flush_returns_once_the_write_under_way_is_in(
+    api: NamespaceAPI, tenant_a: Tenant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``flush`` is "everything recorded so far is written" (a test, or an account's usage read
+    right after it): when the writer has already taken the batch and is writing it, a flush must
+    wait for that write, not return at once with nothing left to write."""
+    quick = NamespaceAPI(api._db, api._embedder, api._settings.model_copy(update={"access_write_interval_s": 0.05}))
+    gate = asyncio.Event()
+    try:
+        (found,) = await stored(quick, tenant_a, "The zorblax lives under the stairs.")
+        real = repo.count_accesses
+
+        async def held(*args: object, **kwargs: object) -> None:
+            await gate.wait()
+            await real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(repo, "count_accesses", held)
+        await quick.search(tenant_a.principal, tenant_a.namespace, SearchIn(query="zorblax"))
+        deadline = asyncio.get_running_loop().time() + 10
+        while quick._accesses.pending:  # the writer takes the batch after its interval
+            assert asyncio.get_running_loop().time() < deadline, "the writer never took the batch"
+            await asyncio.sleep(0.01)
+
+        flushing = asyncio.create_task(quick._accesses.flush())
+        await asyncio.sleep(0.2)
+        assert not flushing.done()  # the count is not in yet: the flush waits for it
+        gate.set()
+        await flushing
+        assert (await counts(quick, found))[found][0] == 1
+    finally:
+        gate.set()  # a failed assertion must not leave the writer held for good
+        await quick.aclose()
+
+
 async def test_a_count_never_reaches_another_tenants_memory(
     slow: NamespaceAPI, tenant_a: Tenant, tenant_b: Tenant
 ) -> None:

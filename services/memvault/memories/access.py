@@ -78,7 +78,7 @@ class AccessLog(DeferredWriter):
     def pending(self) -> int:
         return sum(len(hits) for hits in self._pending.values())
 
-    async def flush(self) -> None:
+    async def _write_pending(self) -> None:
         """Write every pending count now, one transaction per tenant."""
         batch, self._pending = self._pending, {}
         if not batch:

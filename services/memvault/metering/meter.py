@@ -307,7 +307,7 @@ class UsageMeter(DeferredWriter):
         ]
         await outbox.emit_many(tx, tenant_id, events)
 
-    async def flush(self) -> None:
+    async def _write_pending(self) -> None:
         """Add what calls used beyond what they took to the shared months, then every pending
         count to its bucket, one transaction per tenant: Redis is never behind the table."""
         batch, self._pending = self._pending, {}

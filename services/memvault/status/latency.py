@@ -88,7 +88,7 @@ class LatencyRecorder(DeferredWriter):
     def pending(self) -> int:
         return len(self._pending)
 
-    async def flush(self) -> None:
+    async def _write_pending(self) -> None:
         batch, self._pending = self._pending, {}
         if not batch:
             return
