@@ -200,6 +200,58 @@ class TestStoredTogether:
         assert out["results"][0]["memory"]["content"] == self.LENA[expected], out["metrics"]["cues"]
 
 
+class TestSomeoneElsesFacts:
+    """A memory that opens on someone of the subject's ("User's sister lives in Paris", "My brother
+    moved to Oslo") is that person's fact: never a version of the subject's own, however newer."""
+
+    @pytest.mark.parametrize(
+        ("memories", "query", "expected"),
+        [
+            (
+                [
+                    ("User lives in Osaka.", "2019-04-01T09:00:00Z"),
+                    ("User moved to Lisbon for a new job.", "2022-09-01T09:00:00Z"),
+                    ("User's sister lives in Paris.", "2025-03-01T09:00:00Z"),
+                    ("User is allergic to shellfish.", "2018-01-01T09:00:00Z"),
+                ],
+                ["Where does the user live now?", "Where does the user's sister live now?"],
+                ["User moved to Lisbon for a new job.", "User's sister lives in Paris."],
+            ),
+            (
+                [
+                    ("Kenji lives in Osaka.", "2019-04-01T09:00:00Z"),
+                    ("Kenji moved to Lisbon.", "2022-09-01T09:00:00Z"),
+                    ("Kenji's daughter Yuki moved to Kyoto.", "2024-05-01T09:00:00Z"),
+                ],
+                ["Where does Kenji live now?"],
+                ["Kenji moved to Lisbon."],
+            ),
+            (
+                [
+                    ("I live in Osaka.", "2019-04-01T09:00:00Z"),
+                    ("I moved to Lisbon.", "2022-09-01T09:00:00Z"),
+                    ("My sister lives in Paris.", "2025-03-01T09:00:00Z"),
+                ],
+                ["Where do I live now?"],
+                ["I moved to Lisbon."],
+            ),
+        ],
+    )
+    async def test_not_a_version_of_the_subjects(
+        self,
+        client: httpx.AsyncClient,
+        tenant_a: Tenant,
+        memories: list[tuple[str, str]],
+        query: list[str],
+        expected: list[str],
+    ) -> None:
+        for content, at in memories:
+            await store(client, tenant_a, content, valid_from=at, user_id="u1")
+        for question, answer in zip(query, expected, strict=True):
+            out = await search(client, tenant_a, question, reference_time=REFERENCE, filters={"user_id": "u1"})
+            assert out["results"][0]["memory"]["content"] == answer, (question, out["metrics"]["cues"])
+
+
 class TestWindows:
     @pytest.fixture
     async def dated(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:

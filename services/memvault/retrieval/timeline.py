@@ -41,14 +41,14 @@ from memvault.retrieval.hits import Hit
 FETCH = 20
 # A hit is of the subject if it says every name the question and the best hit share, and its
 # meaning is this close to the subject's prototype: the mean vector of the best PROTOTYPE hits that
-# say those names. No test of how well a hit scores against the best: the fused score is scaled
-# over the candidates, so among few (a search filtered to one user's memories) the second version
-# of a fact scored near 0 beside the first, and the words of an event ("before moving to Lisbon")
-# lift the one version that says them far above the others (docs/benchmarks.md, evolving facts). Versions of
-# one fact differ in their values; their mean keeps what they share (the subject, the relation),
-# and the subject's other facts ("plays the cello" beside "moved to Lisbon") stay further from it
-# than from any single version. Chosen on loadtests/quality/evolving.py (seed 30), checked on
-# another seed (docs/benchmarks.md).
+# say those names. Versions of one fact differ in their values; their mean keeps what they share
+# (the subject, the relation), and the subject's other facts ("plays the cello" beside "moved to
+# Lisbon") stay further from it than from any single version. Chosen on
+# loadtests/quality/evolving.py (seed 30), checked on another seed (docs/benchmarks.md).
+# No test of how well a hit scores beside the best: the fused score is scaled over the candidates,
+# so among few (a search filtered to one user's memories) a second version scored near 0 beside
+# the first, and an event's words ("before moving to Lisbon") lift the one version that says them
+# far above the others (evolving.py --group, docs/benchmarks.md).
 PROTOTYPE = 3
 SIMILAR = 0.65
 # Capitalised words of a question that name no subject.
@@ -94,6 +94,21 @@ NOT_NAMES = frozenset(
     ]
 )
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9.'-]*")
+# The people (and pets) a memory can open on instead of its subject: "User's sister lives in
+# Paris", "Kenji's daughter Yuki starts school", "My brother moved to Oslo" are the sister's, the
+# daughter's and the brother's facts, never versions of the user's, Kenji's or the writer's. A
+# version must open on the same one as the best hit, or on none (``_whose``).
+RELATIVES = frozenset(
+    # A word list reads best as words.
+    """sister sisters brother brothers sibling siblings mother mom mum father dad parent parents
+    wife husband spouse partner girlfriend boyfriend fiance fiancee son sons daughter daughters
+    child children kid kids baby grandmother grandma grandfather grandpa grandparents grandson
+    granddaughter aunt uncle cousin niece nephew friend friends roommate flatmate neighbour
+    neighbor boss manager colleague coworker co-worker teammate mentor landlord doctor therapist
+    dog cat pet""".split()  # noqa: SIM905
+)
+POSSESSIVE_PRONOUNS = frozenset(["my", "his", "her", "their", "our", "your"])
+OPENING = re.compile(r"[\w'-]+")
 
 
 @dataclass(frozen=True)
@@ -138,11 +153,32 @@ def names_in(query: str, content: str) -> set[str]:
     }
 
 
+def _whose(content: str) -> str | None:
+    """The relative a memory opens on ("User's new boss is Dana": boss; "My sister ...": sister),
+    None when it opens on its subject ("User's favourite city is Lisbon", "Kenji moved to Oslo")."""
+    # A typographic apostrophe (U+2019) read as a plain one.
+    words = OPENING.findall(content[:80].lower().replace("\u2019", "'"))
+    if words and words[0] in POSSESSIVE_PRONOUNS:
+        at = 0
+    else:
+        # A name of up to two words, after "the": "the user's", "Kenji Tanaka's".
+        at = next((i for i, w in enumerate(words[:3]) if w.endswith("'s")), -1)
+        if at < 0:
+            return None
+    # One word may come between: "User's older sister".
+    return next((w for w in words[at + 1 : at + 3] if w in RELATIVES), None)
+
+
 def _near(query: str, hits: list[Hit], event: tuple[str, ...]) -> list[int]:
     """Positions in ``hits`` (not empty) of the best hit and those that say every name the question
-    and the best hit share."""
+    and the best hit share and open on the same person as it (``_whose``)."""
     names = {n for n in names_in(query, hits[0].memory.content) if stem(n) not in event}
-    return [0] + [i for i, h in enumerate(hits[1:], start=1) if names <= set(tokens(h.memory.content))]
+    whose = _whose(hits[0].memory.content)
+    return [0] + [
+        i
+        for i, h in enumerate(hits[1:], start=1)
+        if names <= set(tokens(h.memory.content)) and _whose(h.memory.content) == whose
+    ]
 
 
 def subject(
