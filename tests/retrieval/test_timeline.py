@@ -252,6 +252,32 @@ class TestSomeoneElsesFacts:
             assert out["results"][0]["memory"]["content"] == answer, (question, out["metrics"]["cues"])
 
 
+class TestTypedInLowerCase:
+    """A question with no capital letter ("where does kenji live now", as typed or as keywords)
+    names the subject all the same: another person's newer move is no version of Kenji's."""
+
+    @pytest.mark.parametrize(
+        ("query", "expected"),
+        [
+            ("where does kenji live now", "Kenji moved to Lisbon."),
+            ("kenji current city", "Kenji moved to Lisbon."),
+            ("where did kenji live originally", "Kenji lives in Osaka."),
+        ],
+    )
+    async def test_the_subject_is_named(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, query: str, expected: str
+    ) -> None:
+        for content, at in [
+            ("Kenji lives in Osaka.", "2019-04-01T09:00:00Z"),
+            ("Kenji moved to Lisbon.", "2022-09-01T09:00:00Z"),
+            ("Mia moved to Rome.", "2025-01-10T09:00:00Z"),
+            ("Mia lives in Madrid.", "2012-01-10T09:00:00Z"),
+        ]:
+            await store(client, tenant_a, content, valid_from=at)
+        out = await search(client, tenant_a, query, reference_time=REFERENCE)
+        assert out["results"][0]["memory"]["content"] == expected, out["metrics"]["cues"]
+
+
 class TestWindows:
     @pytest.fixture
     async def dated(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:

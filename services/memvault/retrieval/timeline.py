@@ -146,11 +146,15 @@ def _cosine(v: list[float], unit: list[float]) -> float:
 
 
 def names_in(query: str, content: str) -> set[str]:
-    """The names a question gives that the best hit says too (lower-cased): "Carmen", "Fischer"."""
+    """The names a question gives that the best hit says too (lower-cased): "Carmen", "Fischer".
+    A question that capitalises no word of its own (typed, or written as keywords, in lower case:
+    "where does kenji live now") names the words the best hit capitalises ("Kenji")."""
     said = set(tokens(content))
-    return {
-        w.lower() for w in NAME.findall(query) if w[0].isupper() and w.lower() not in NOT_NAMES and w.lower() in said
-    }
+    asked = [w for w in NAME.findall(query) if w.lower() not in NOT_NAMES and w.lower() in said]
+    if not any(w[0].isupper() for w in asked):
+        capitalised = {w.lower() for w in NAME.findall(content) if w[0].isupper()}
+        return {w.lower() for w in asked if w.lower() in capitalised}
+    return {w.lower() for w in asked if w[0].isupper()}
 
 
 def _whose(content: str) -> str | None:
