@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memvault.retrieval import cues as cue_mod
 from memvault.retrieval import timeline
 from memvault.retrieval.hits import Hit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from evolving_replay import hits_of
 
 KINDS = ("newest", "oldest", "as-of", "in-period", "before/after")
 STOP = frozenset(cue_mod.EVENT_STOP | timeline.NOT_NAMES | {"s", "'", "?", ".", ",", "-"})
@@ -123,27 +125,6 @@ def maxsim(q: Encoded, d: Encoded) -> tuple[float, float]:
 def unit(v: list[float]) -> np.ndarray:
     a = np.asarray(v, dtype=np.float64)
     return a / (np.linalg.norm(a) or 1.0)
-
-
-def hits_of(rec: dict[str, Any]) -> list[Hit]:
-    return [
-        Hit(
-            memory=SimpleNamespace(
-                id=h["id"],
-                content=h["content"],
-                valid_from=h["valid_from"],
-                created_at=h["created_at"],
-                seq=h.get("seq", 0),
-            ),  # type: ignore[arg-type]
-            score=h["score"],
-            semantic_relevance=None,
-            dense_rank=None,
-            lexical_rank=None,
-            lexical_score=None,
-            channels=dict(h["channels"]),
-        )
-        for h in rec["hits"]
-    ]
 
 
 def prototype_cos(

@@ -31,19 +31,17 @@ KINDS = ("newest", "oldest", "as-of", "in-period", "before/after")
 VARIANTS = [(0.0, 3), (0.1, 3), (0.2, 3), (0.3, 3), (0.5, 3), (0.0, 2), (0.5, 2)]
 
 
-def hits_of(rec: dict[str, Any]) -> tuple[list[Hit], dict[int, str], dict[int, float]]:
-    """The recorded hits, and by each one's id(): its benchmark ref and the time channel's part."""
-    hits, refs, parts = [], {}, {}
-    for h in rec["hits"]:
-        memory = SimpleNamespace(
-            id=h["id"],
-            content=h["content"],
-            valid_from=h["valid_from"],
-            created_at=h["created_at"],
-            seq=h.get("seq", 0),
-        )
-        hit = Hit(
-            memory=memory,  # type: ignore[arg-type]
+def hits_of(rec: dict[str, Any]) -> list[Hit]:
+    """The hits evolving_record.py recorded for one question, as ``timeline`` is given them."""
+    return [
+        Hit(
+            memory=SimpleNamespace(  # type: ignore[arg-type]
+                id=h["id"],
+                content=h["content"],
+                valid_from=h["valid_from"],
+                created_at=h["created_at"],
+                seq=h.get("seq", 0),
+            ),
             score=h["score"],
             semantic_relevance=None,
             dense_rank=None,
@@ -51,9 +49,8 @@ def hits_of(rec: dict[str, Any]) -> tuple[list[Hit], dict[int, str], dict[int, f
             lexical_score=None,
             channels=dict(h["channels"]),
         )
-        hits.append(hit)
-        refs[id(hit)], parts[id(hit)] = h["ref"], h["time_part"]
-    return hits, refs, parts
+        for h in rec["hits"]
+    ]
 
 
 @contextmanager
@@ -83,7 +80,9 @@ def replay(records: list[dict[str, Any]], share: float, prototype: int) -> dict[
         if rec is None:  # no time cue read: the recorded answer stands
             right[r["kind"]].append(bool(r["retrieved"]) and r["retrieved"][0] == r["expected"])
             continue
-        hits, refs, parts = hits_of(rec)
+        hits = hits_of(rec)
+        refs = {id(hit): h["ref"] for hit, h in zip(hits, rec["hits"], strict=True)}
+        parts = {id(hit): h["time_part"] for hit, h in zip(hits, rec["hits"], strict=True)}
         part: Callable[[Hit], float] = lambda h, parts=parts: parts.get(id(h), 0.0)  # noqa: E731
         with judged(share, prototype, parts):
             out = timeline.arrange(rec["query"], hits, rec["cues"], rec["vectors"], rec["limit"], part)
