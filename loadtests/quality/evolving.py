@@ -651,8 +651,25 @@ def owners_of(data: Dataset, group: int) -> dict[str, str]:
     return {s: f"owner-{i // group}" for i, s in enumerate(subjects)}
 
 
-def _owner(ref: str, owners: dict[str, str]) -> dict[str, str]:
-    return {"user_id": owners[ref.split("|", 1)[0]]} if owners else {}
+def rows_of(data: Dataset, owners: dict[str, str]) -> list[dict[str, Any]]:
+    """The memories to store, each with its subject's owner when there are owners."""
+    return [
+        {
+            "content": v.content,
+            "valid_from": v.valid_from.isoformat(),
+            "type": "fact",
+            **({"user_id": owners[v.ref.split("|", 1)[0]]} if owners else {}),
+        }
+        for v in data.memories
+    ]
+
+
+def body_of(q: Question, owners: dict[str, str], extra: dict[str, Any]) -> dict[str, Any]:
+    """The search a question makes: filtered to its subject's owner when there are owners."""
+    body = {"query": q.text, "limit": 5, "reference_time": REFERENCE.isoformat(), **extra}
+    if owners:
+        body["filters"] = {**body.get("filters", {}), "user_id": owners[q.subject]}
+    return body
 
 
 async def run(
@@ -664,10 +681,7 @@ async def run(
     owners = owners or {}
     ids: dict[str, str] = {}
     t0 = time.perf_counter()
-    rows = [
-        {"content": v.content, "valid_from": v.valid_from.isoformat(), "type": "fact", **_owner(v.ref, owners)}
-        for v in data.memories
-    ]
+    rows = rows_of(data, owners)
     for i in range(0, len(rows), 500):
         stored = await client.store(rows[i : i + 500])
         for v, mid in zip(data.memories[i : i + 500], stored, strict=True):
@@ -676,9 +690,7 @@ async def run(
     records: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in variants}
     latencies: dict[str, list[float]] = {name: [] for name, _ in variants}
     for n, q in enumerate(data.questions):
-        body = {"query": q.text, "limit": 5, "reference_time": REFERENCE.isoformat(), **extra}
-        if owners:
-            body["filters"] = {**body.get("filters", {}), "user_id": owners[q.subject]}
+        body = body_of(q, owners, extra)
         for name, variant in variants[n % len(variants) :] + variants[: n % len(variants)]:
             with variant():
                 t = time.perf_counter()

@@ -23,7 +23,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from evolving import REFERENCE, Facade, _owner, generate, owners_of
+from evolving import Facade, body_of, generate, owners_of, rows_of
 
 
 async def main() -> int:
@@ -79,20 +79,14 @@ async def main() -> int:
         ns = f"evolving-{uuid.uuid4().hex[:8]}"
         await stack.api.create_namespace(p, NamespaceIn(name=ns))
         client = Facade(stack.api, p, ns)
-        rows = [
-            {"content": v.content, "valid_from": v.valid_from.isoformat(), "type": "fact", **_owner(v.ref, owners)}
-            for v in data.memories
-        ]
+        rows = rows_of(data, owners)
         for i in range(0, len(rows), 500):
             stored = await client.store(rows[i : i + 500])
             for v, mid in zip(data.memories[i : i + 500], stored, strict=True):
                 refs[mid] = v.ref
         for q in data.questions:
             captured.clear()
-            body: dict[str, Any] = {"query": q.text, "limit": 5, "reference_time": REFERENCE.isoformat()}
-            if owners:
-                body["filters"] = {"user_id": owners[q.subject]}
-            res = await client.search(body)
+            res = await client.search(body_of(q, owners, {}))
             got = [refs.get(r["memory"]["id"], "?") for r in res["results"]]
             out.append(
                 {
