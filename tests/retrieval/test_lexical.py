@@ -41,6 +41,29 @@ class TestBM25:
 
         assert contents(out)[:2] == [short, long]
 
+    async def test_a_word_every_memory_says_does_not_rank_them_by_length(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        # A namespace about one person: every memory names Sam, and no memory says "pets". Sam's
+        # name scores near nothing in BM25, but as a share of the best match it counted in full,
+        # and the shortest memory that says it came first.
+        sam = [
+            "Sam lives in Boston and works as a nurse",
+            "Sam is allergic to peanuts",
+            "Sam adopted a beagle named Rufus",
+            "Sam started learning the violin",
+            "Sam is vegetarian now",
+            "Sam got a second dog, a greyhound called Misty",
+            "Sam relocated to Austin, Texas",
+        ]
+        await store_many(client, tenant_a, sam)
+
+        out = await search(client, tenant_a, "What pets does Sam have?")
+
+        assert set(contents(out)[:2]) == {sam[2], sam[5]}
+        lexical = {r["memory"]["content"]: r["signals"]["channels"]["lexical"] for r in out["results"]}
+        assert lexical["Sam is vegetarian now"]["rank"] == 1  # BM25 still prefers the shortest
+
     async def test_another_tenants_words_do_not_change_the_weights(
         self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant
     ) -> None:

@@ -16,6 +16,13 @@ from memvault.retrieval.sql.common import BUCKETS
 from memvault.retrieval.sql.shape import Params, Shape
 
 NO_RANK = cast(literal(None), Integer)
+# The BM25 score below which the best word match among the candidates no longer counts as a whole
+# match: one word said once, at average length, by about a third of the namespace's memories
+# (idf 1). A word that nearly every memory says (the user's name in a namespace about one user,
+# "User" opening every extracted fact) scores near 0 in BM25, but a share of the best made its
+# match count in full, and the memories that say it differ only by length: the shortest won
+# ("What pets does Sam have?" answered "Sam is vegetarian now" before either of Sam's dogs).
+LEXICAL_FLOOR = 1.0
 
 
 def match_rank(col: Any) -> Any:
@@ -44,10 +51,12 @@ def _relative(col: Any, *, invert: bool = False) -> Any:
     return func.coalesce(case((col.is_(None), None), else_=func.coalesce(scaled, 1.0)), 0.0)
 
 
-def _share_of_best(col: Any) -> Any:
+def _share_of_best(col: Any, floor: float | None = None) -> Any:
     # BM25, access and strength have a natural zero (no match, never recalled): a share of the
-    # best, so the weakest match still counts for more than none.
-    return func.coalesce(col / _nonzero(func.max(col).over()), 0.0)
+    # best, so the weakest match still counts for more than none; with ``floor``, a share of
+    # whichever is greater, the best or the floor.
+    best = func.max(col).over()
+    return func.coalesce(col / _nonzero(best if floor is None else func.greatest(best, floor)), 0.0)
 
 
 def ranked_candidates(shape: Shape, signals: Any) -> Any:
@@ -87,7 +96,7 @@ def ranked_candidates(shape: Shape, signals: Any) -> Any:
         graph_rank.label("graph_rank"),
         time_rank.label("time_rank"),
         _relative(sg.cosine).label("dense_rel"),
-        _share_of_best(sg.lex_score).label("lexical_rel"),
+        _share_of_best(sg.lex_score, LEXICAL_FLOOR if shape.bm25 else None).label("lexical_rel"),
         _share_of_best(sg.access).label("access_rel"),
         _share_of_best(sg.strength).label("strength_rel"),
         _relative(sg.time, invert=shape.time == "oldest").label("time_rel"),
