@@ -115,6 +115,9 @@ class TestWorkers:
             assert key is not None, run.logs()
             headers = {"Authorization": f"Bearer {key.group(1)}"}
             assert f"Workers    {WORKERS} processes" in printed
+            # A log shipper reading the JSON lines reads nothing else: no warning, no progress bar.
+            stray = [line for line in run.err.read_text().splitlines() if line and not line.startswith("{")]
+            assert stray == [], stray
 
             assert len(postmasters(data_dir)) == 1, [p.info["cmdline"] for p in postmasters(data_dir)]
 

@@ -263,7 +263,10 @@ class LocalEmbedder:
                 # A local folder needs no hub; say so, or transformers still tries to reach one.
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as transformers_logging
 
+            # A progress bar per process on stderr, in a server's log (JSON lines where asked).
+            transformers_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
             model = SentenceTransformer(path, device="cpu")
             model.eval()  # encode() sets it on every call; batches here call the model directly
             get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
