@@ -54,6 +54,27 @@ class TestDates:
         (plan,) = resolve_dates("I will see her on Monday", WEDNESDAY, future=True)
         assert (past.date, plan.date) == (date(2024, 5, 6), date(2024, 5, 13))
 
+    @pytest.mark.parametrize(
+        ("text", "said", "future", "day"),
+        [
+            # Said in December: a January day is next month's, not eleven months ago.
+            ("My sister is visiting on 12 January", datetime(2026, 12, 7, tzinfo=UTC), False, date(2027, 1, 12)),
+            # Said in January: a December day is last month's.
+            ("I flew home on December 20th", datetime(2025, 1, 5, tzinfo=UTC), False, date(2024, 12, 20)),
+            ("the 7th of June", WEDNESDAY, False, date(2024, 6, 7)),
+            ("We met on 2 May", WEDNESDAY, False, date(2024, 5, 2)),
+            # A plan names a day to come, even one that is nearer in the past.
+            ("I will fly to Oslo on 3 March", WEDNESDAY, True, date(2025, 3, 3)),
+            ("I will call her on 8 May", WEDNESDAY, True, date(2024, 5, 8)),
+            ("Her birthday is on 29 February", WEDNESDAY, False, date(2024, 2, 29)),
+        ],
+    )
+    def test_a_day_without_its_year_is_the_nearest_one(
+        self, text: str, said: datetime, future: bool, day: date
+    ) -> None:
+        (found,) = resolve_dates(text, said, future=future)
+        assert found.date == day
+
     def test_weekend_said_on_a_weekend(self) -> None:
         (this,) = resolve_dates("this weekend", SUNDAY)
         (nxt,) = resolve_dates("next weekend", SUNDAY)

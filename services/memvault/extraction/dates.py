@@ -137,14 +137,34 @@ def _month_number(name: str) -> int:
     return MONTHS.index(name) + 1 if name in MONTHS else _MONTH_ABBR[name[:4] if name == "sept" else name[:3]]
 
 
-def _absolute(kind: str, m: re.Match[str], today: date) -> tuple[date, Granularity] | None:
+def _day_of_year(month: int, day: int, today: date, future: bool) -> date | None:
+    """A day named without its year ("on 12 January"): the first one from today on when the
+    statement looks ahead, else the one nearest today (the past one at a tie). Said on 7 December,
+    "my sister visits on 12 January" is next month's, "I flew home on 20 December" last year's when
+    said on 5 January; taking the year said in, both were eleven months off."""
+    days = []
+    for year in (today.year - 1, today.year, today.year + 1):
+        try:
+            days.append(date(year, month, day))
+        except ValueError:  # 29 February outside a leap year
+            continue
+    if not days:
+        return None
+    if future:
+        return next((d for d in days if d >= today), None)
+    return min(days, key=lambda d: (abs((d - today).days), d > today))
+
+
+def _absolute(kind: str, m: re.Match[str], today: date, future: bool) -> tuple[date, Granularity] | None:
     try:
         if kind == "iso":
             return date(int(m[1]), int(m[2]), int(m[3])), "day"
-        if kind == "month_day":
-            return date(int(m[3]) if m[3] else today.year, _month_number(m[1]), int(m[2])), "day"
-        if kind == "day_month":
-            return date(int(m[3]) if m[3] else today.year, _month_number(m[2]), int(m[1])), "day"
+        if kind in ("month_day", "day_month"):
+            month, day, year = (m[1], m[2], m[3]) if kind == "month_day" else (m[2], m[1], m[3])
+            if year:
+                return date(int(year), _month_number(month), int(day)), "day"
+            named = _day_of_year(_month_number(month), int(day), today, future)
+            return (named, "day") if named is not None else None
         if kind == "month_year":
             return date(int(m[2]), _month_number(m[1]), 1), "month"
     except ValueError:  # "February 30"
@@ -200,7 +220,8 @@ def _relative(kind: str, m: re.Match[str], today: date, future: bool) -> tuple[d
 
 def resolve_dates(text: str, said_at: datetime, *, future: bool = False) -> list[ResolvedDate]:
     """Every date expression in ``text``, in order of appearance, resolved against ``said_at``
-    (its UTC day). ``future`` tells whether the statement looks ahead, for bare "on Friday"."""
+    (its UTC day). ``future`` tells whether the statement looks ahead, for bare "on Friday" and a
+    day named without its year."""
     today = said_at.astimezone(UTC).date()
     taken: list[tuple[int, int]] = []
     found: list[ResolvedDate] = []
@@ -208,7 +229,7 @@ def resolve_dates(text: str, said_at: datetime, *, future: bool = False) -> list
         for m in pattern.finditer(text):
             if any(m.start() < end and start < m.end() for start, end in taken):
                 continue
-            resolved = _absolute(kind, m, today) or _relative(kind, m, today, future)
+            resolved = _absolute(kind, m, today, future) or _relative(kind, m, today, future)
             if resolved is None:
                 continue
             taken.append((m.start(), m.end()))
