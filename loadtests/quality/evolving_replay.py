@@ -8,9 +8,10 @@
 Each recording's questions run through ``timeline.arrange`` with the hits it was given, under
 each variant: a share test in front of the vector test (a version must score at least this share
 of the best hit's fused score, the time channel's part taken off, as the timeline had until
-session 24 at 0.5), and the prototype's size (``PROTOTYPE``, the best hits whose mean the
-versions are compared with). The first row is the code as it is. Results in docs/benchmarks-journal.md
-(session 24).
+session 24 at 0.5), the prototype's size (``PROTOTYPE``, the best hits whose mean the
+versions are compared with) and how near the best hit a version must lie (``BESIDE_BEST``,
+session 25; 0: no such test). The first row is the code as it is. Results in
+docs/benchmarks-journal.md (session 24) and docs/benchmarks.md (session 25).
 """
 
 from __future__ import annotations
@@ -28,7 +29,19 @@ from memvault.retrieval import timeline
 from memvault.retrieval.hits import Hit
 
 KINDS = ("newest", "oldest", "as-of", "in-period", "before/after")
-VARIANTS = [(0.0, 3), (0.1, 3), (0.2, 3), (0.3, 3), (0.5, 3), (0.0, 2), (0.5, 2)]
+BESIDE = timeline.BESIDE_BEST
+VARIANTS = [
+    (0.0, 3, BESIDE),
+    (0.1, 3, BESIDE),
+    (0.2, 3, BESIDE),
+    (0.3, 3, BESIDE),
+    (0.5, 3, BESIDE),
+    (0.0, 2, BESIDE),
+    (0.5, 2, BESIDE),
+    (0.0, 3, 0.0),
+    (0.0, 3, 0.4),
+    (0.0, 3, 0.5),
+]
 
 
 def hits_of(rec: dict[str, Any]) -> list[Hit]:
@@ -54,9 +67,10 @@ def hits_of(rec: dict[str, Any]) -> list[Hit]:
 
 
 @contextmanager
-def judged(share: float, prototype: int, parts: dict[int, float]) -> Iterator[None]:
-    """``timeline`` with a share test in front of its own and another prototype size, meanwhile."""
-    near, size = timeline._near, timeline.PROTOTYPE
+def judged(share: float, prototype: int, beside: float, parts: dict[int, float]) -> Iterator[None]:
+    """``timeline`` with a share test in front of its own, another prototype size and another
+    nearness to the best hit, meanwhile."""
+    near, size, best = timeline._near, timeline.PROTOTYPE, timeline.BESIDE_BEST
 
     def shared(query: str, hits: list[Hit], event: tuple[str, ...]) -> list[int]:
         def score(h: Hit) -> float:
@@ -64,14 +78,14 @@ def judged(share: float, prototype: int, parts: dict[int, float]) -> Iterator[No
 
         return [i for i in near(query, hits, event) if i == 0 or score(hits[i]) >= share * score(hits[0])]
 
-    timeline._near, timeline.PROTOTYPE = shared, prototype  # type: ignore[assignment]
+    timeline._near, timeline.PROTOTYPE, timeline.BESIDE_BEST = shared, prototype, beside  # type: ignore[assignment]
     try:
         yield
     finally:
-        timeline._near, timeline.PROTOTYPE = near, size
+        timeline._near, timeline.PROTOTYPE, timeline.BESIDE_BEST = near, size, best
 
 
-def replay(records: list[dict[str, Any]], share: float, prototype: int) -> dict[str, float]:
+def replay(records: list[dict[str, Any]], share: float, prototype: int, beside: float) -> dict[str, float]:
     right: dict[str, list[bool]] = {k: [] for k in KINDS}
     for r in records:
         if r["kind"] not in right:
@@ -84,7 +98,7 @@ def replay(records: list[dict[str, Any]], share: float, prototype: int) -> dict[
         refs = {id(hit): h["ref"] for hit, h in zip(hits, rec["hits"], strict=True)}
         parts = {id(hit): h["time_part"] for hit, h in zip(hits, rec["hits"], strict=True)}
         part: Callable[[Hit], float] = lambda h, parts=parts: parts.get(id(h), 0.0)  # noqa: E731
-        with judged(share, prototype, parts):
+        with judged(share, prototype, beside, parts):
             out = timeline.arrange(rec["query"], hits, rec["cues"], rec["vectors"], rec["limit"], part)
         right[r["kind"]].append(bool(out.hits) and refs[id(out.hits[0])] == r["expected"])
     return {k: sum(v) / len(v) for k, v in right.items() if v} | {
@@ -98,12 +112,12 @@ def main() -> int:
     args = parser.parse_args()
     for path in args.records:
         records = pickle.loads(path.read_bytes())
-        print(f"\n{path.name}\n\n| share test | prototype | " + " | ".join(KINDS) + " | all timed |")
-        print("|---|---|" + "---|" * (len(KINDS) + 1))
-        for share, prototype in VARIANTS:
-            got = replay(records, share, prototype)
+        print(f"\n{path.name}\n\n| share test | prototype | beside the best | " + " | ".join(KINDS) + " | all timed |")
+        print("|---|---|---|" + "---|" * (len(KINDS) + 1))
+        for share, prototype, beside in VARIANTS:
+            got = replay(records, share, prototype, beside)
             cells = " | ".join(f"{got.get(k, 0.0):.3f}" for k in (*KINDS, "all"))
-            print(f"| {share or 'none'} | {prototype} | {cells} |")
+            print(f"| {share or 'none'} | {prototype} | {beside or 'none'} | {cells} |")
     return 0
 
 

@@ -252,6 +252,41 @@ class TestSomeoneElsesFacts:
             assert out["results"][0]["memory"]["content"] == answer, (question, out["metrics"]["cues"])
 
 
+class TestNoNameToGoBy:
+    """One user's memories as a chat's extraction writes them: in the first person, naming nobody,
+    one dated by what was said ("last month"), the others by when they were stored, later. Their
+    mean lies near each of them: every later memory was taken for a newer version of the best."""
+
+    KIM = [
+        ("I just moved to Rotterdam last month, still unpacking", "2026-11-01T00:00:00Z"),
+        ("I hate crowded places", None),
+        ("My budget is 40 euros a month", None),
+        ("I need a gym near the city centre", None),
+        ("I usually train in the mornings before work", None),
+    ]
+
+    @pytest.mark.parametrize(
+        ("query", "expected"),
+        [
+            ("Where do I live now?", "I just moved to Rotterdam last month, still unpacking"),
+            ("Where am I living at the moment?", "I just moved to Rotterdam last month, still unpacking"),
+        ],
+    )
+    async def test_a_memory_of_something_else_is_no_newer_version(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, query: str, expected: str
+    ) -> None:
+        for content, at in self.KIM:
+            await store(client, tenant_a, content, user_id="kim", **({"valid_from": at} if at else {}))
+        out = await search(client, tenant_a, query, filters={"user_id": "kim"})
+        assert out["results"][0]["memory"]["content"] == expected, out["metrics"]["cues"]
+
+    async def test_an_earlier_home_is_still_a_version(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        for content, at in [*self.KIM, ("I lived in Utrecht for six years", "2019-05-01T00:00:00Z")]:
+            await store(client, tenant_a, content, user_id="kim", **({"valid_from": at} if at else {}))
+        out = await search(client, tenant_a, "Where did I live originally?", filters={"user_id": "kim"})
+        assert out["results"][0]["memory"]["content"] == "I lived in Utrecht for six years", out["metrics"]["cues"]
+
+
 class TestTypedInLowerCase:
     """A question with no capital letter ("where does kenji live now", as typed or as keywords)
     names the subject all the same: another person's newer move is no version of Kenji's."""
