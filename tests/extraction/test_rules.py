@@ -75,6 +75,28 @@ class TestDates:
         (found,) = resolve_dates(text, said, future=future)
         assert found.date == day
 
+    @pytest.mark.parametrize(
+        ("text", "future", "month"),
+        [
+            ("We moved in March", False, date(2024, 3, 1)),
+            ("In December I went home", False, date(2023, 12, 1)),
+            ("last October we met", False, date(2023, 10, 1)),
+            ("last May was hot", False, date(2023, 5, 1)),
+            ("this March was cold", False, date(2024, 3, 1)),
+            ("next March I start", False, date(2025, 3, 1)),
+            ("I will travel in January", True, date(2025, 1, 1)),
+            ("I will travel in May", True, date(2024, 5, 1)),
+            ("I have run since February", False, date(2024, 2, 1)),
+        ],
+    )
+    def test_a_month_alone(self, text: str, future: bool, month: date) -> None:
+        (found,) = resolve_dates(text, WEDNESDAY, future=future)
+        assert (found.date, found.granularity) == (month, "month")
+
+    @pytest.mark.parametrize("text", ["This may not work", "I may go in march formation", "They march in step"])
+    def test_may_and_march_as_words(self, text: str) -> None:
+        assert resolve_dates(text, WEDNESDAY) == []
+
     def test_weekend_said_on_a_weekend(self) -> None:
         (this,) = resolve_dates("this weekend", SUNDAY)
         (nxt,) = resolve_dates("next weekend", SUNDAY)

@@ -111,6 +111,16 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("month_day", re.compile(rf"\b{_MON}\s+(\d{{1,2}})(?:st|nd|rd|th)?(?:,?\s+(\d{{4}}))?\b", re.I)),
     ("day_month", re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?{_MON}(?:,?\s+(\d{{4}}))?\b", re.I)),
     ("month_year", re.compile(rf"\b{_MON}\s+(\d{{4}})\b", re.I)),
+    # A month alone after a word that makes it one ("in March", "last October"); "may" and "march"
+    # only capitalised ("this may not work").
+    (
+        "month",
+        re.compile(
+            r"\b(in|last|this|next|since|during|until|till|early|late|mid|mid-)\s*"
+            r"(january|february|march|april|may|june|july|august|september|october|november|december)\b",
+            re.I,
+        ),
+    ),
     ("day_before", re.compile(r"\bthe day before yesterday\b", re.I)),
     ("day_after", re.compile(r"\bthe day after tomorrow\b", re.I)),
     ("yesterday", re.compile(r"\byesterday\b", re.I)),
@@ -155,6 +165,23 @@ def _day_of_year(month: int, day: int, today: date, future: bool) -> date | None
     return min(days, key=lambda d: (abs((d - today).days), d > today))
 
 
+def _month_alone(word: str, month: int, today: date, future: bool) -> date:
+    """A month named without its year: "last March" the latest before this month, "next March" the
+    first after it, "this March" this year's; otherwise, as a day without its year, the next one
+    (this month included) in a plan, else the one nearest this month (the past one at a tie)."""
+    this = today.replace(day=1)
+    months = [date(year, month, 1) for year in (today.year - 1, today.year, today.year + 1)]
+    if word == "last":
+        return [m for m in months if m < this][-1]
+    if word == "next":
+        return next(m for m in months if m > this)
+    if word == "this":
+        return months[1]
+    if future:
+        return next(m for m in months if m >= this)
+    return min(months, key=lambda m: (abs((m.year - this.year) * 12 + m.month - this.month), m > this))
+
+
 def _absolute(kind: str, m: re.Match[str], today: date, future: bool) -> tuple[date, Granularity] | None:
     try:
         if kind == "iso":
@@ -167,6 +194,10 @@ def _absolute(kind: str, m: re.Match[str], today: date, future: bool) -> tuple[d
             return (named, "day") if named is not None else None
         if kind == "month_year":
             return date(int(m[2]), _month_number(m[1]), 1), "month"
+        if kind == "month":
+            if m[2].lower() in ("may", "march") and not m[2][0].isupper():
+                return None  # "this may not work", "in march formation": words, not months
+            return _month_alone(m[1].lower(), _month_number(m[2]), today, future), "month"
     except ValueError:  # "February 30"
         return None
     return None
