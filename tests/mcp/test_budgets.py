@@ -12,6 +12,7 @@ from tests.mcp.conftest import call, mcp_session
 
 TOOLS_BUDGET = 1500
 SEARCH_BUDGET = 600
+STORE_BUDGET = 80
 
 MEMORIES = [
     ("Ana prefers window seats on long flights", "preference", "seat_preference"),
@@ -57,6 +58,24 @@ class TestBudgets:
         # Lean, not empty: every hit still carries what a model acts on.
         for hit in result.structured_content["results"]:
             assert {"id", "content", "type", "date", "score"} <= hit.keys()
+
+    async def test_a_store_answers_in_few_tokens(self, base_url: str, tenant_a: Tenant) -> None:
+        # The most frequent call: it answered with all 24 fields of the memory, about 220 tokens
+        # of pretty-printed text and 200 more as structured content.
+        async with mcp_session(base_url, tenant_a.key, "/mcp") as s:
+            first = await call(s, "memory_store", content=MEMORIES[0][0], type="preference", key="seat", user_id="ana")
+            result = await s.call_tool(
+                "memory_store",
+                {"content": "Ana now prefers aisle seats", "type": "preference", "key": "seat", "user_id": "ana"},
+            )
+        assert not result.is_error and result.structured_content is not None
+        text = "".join(block.text for block in result.content)  # type: ignore[union-attr]
+        structured = json.dumps(result.structured_content)
+        assert tokens(text) <= STORE_BUDGET, f"text content: {tokens(text):.0f} tokens > {STORE_BUDGET}"
+        assert tokens(structured) <= STORE_BUDGET, f"structured: {tokens(structured):.0f} tokens > {STORE_BUDGET}"
+        # What a model refers to again, and what the write did: the version it replaced.
+        assert result.structured_content["supersedes"] == first["id"]
+        assert {"id", "content", "type", "scope", "key", "user_id"} <= result.structured_content.keys()
 
     async def test_context_is_the_block_alone(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key, "/mcp") as s:

@@ -45,7 +45,7 @@ class TestPreferences:
             ana = await call(s, "memory_add_preference", category="diet", preference="vegetarian", user_id="ana")
             bob = await call(s, "memory_add_preference", category="diet", preference="no nuts", user_id="bob")
 
-            assert bob["supersedes"] is None
+            assert bob.get("supersedes") is None
             assert (await call(s, "memory_get", memory_id=ana["id"]))["superseded_at"] is None
 
     async def test_bad_input_is_a_validation_error(self, base_url: str, tenant_a: Tenant) -> None:

@@ -45,7 +45,8 @@ class TestStdio:
             tools = {t.name for t in (await s.list_tools()).tools}
             assert tools == {"memory_store", "memory_search", "memory_get_context", "memory_forget", "memory_status"}
             stored = await call(s, "memory_store", content="The staging password rotates monthly")
-            assert stored["created_by"].startswith("key:")
+            # As the key: its tenant's status (a write no longer hands back its `created_by`).
+            assert (await call(s, "memory_status"))["tenant_id"] == str(tenant_a.id)
             found = await call(s, "memory_search", query="how often is the staging password changed")
             assert found["results"][0]["id"] == stored["id"]
 

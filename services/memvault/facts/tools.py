@@ -6,12 +6,14 @@ from datetime import datetime
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from memvault.facts.schemas import FactIn, FactOut, PreferenceIn
+from memvault.mcp import results
+from memvault.mcp.results import Written
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.tool import ToolCall, Tools
-from memvault.memories.schemas import MemoryOut
 from memvault.memories.tools import WRITE, Namespace, SessionId, UserId
 
 # Bounds checked by the schema (FactIn, PreferenceIn), so a bad value is a `validation_error` like on REST.
@@ -41,7 +43,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         user_id: UserId = None,
         session_id: SessionId = None,
         namespace: Namespace = None,
-    ) -> MemoryOut:
+    ) -> Annotated[CallToolResult, Written]:
         body = PreferenceIn(
             category=category,
             preference=preference,
@@ -50,7 +52,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
             user_id=user_id,
             session_id=session_id,
         )
-        return await call.api.add_preference(call.p, call.ns(namespace), body)
+        return results.written(await call.api.add_preference(call.p, call.ns(namespace), body))
 
     @tool(
         name="memory_add_fact",

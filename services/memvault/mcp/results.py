@@ -1,10 +1,13 @@
-"""What a search or a recall hands back to a model: the few fields it reads, in few tokens.
+"""What a search, a recall or a write hands back to a model: the few fields it reads, in few tokens.
 
 The SDK renders a returned model twice, as pretty-printed JSON text with every null field and as
 structured content, and a client sends its model one or both on every turn. A search used to cost
 about 5,000 tokens for ten one-line memories (every field of every memory, the ten-channel
 breakdown); a hit is now id, content, type, date and score (its key when it has one), and the
 breakdown comes only with `explain: true`. tests/mcp/test_budgets.py holds both under 600 tokens.
+A write (memory_store, the most frequent call) handed back every field of the memory, 24 of them
+pretty-printed, about 220 tokens as text; it now hands back what the model may refer to again
+(``Written``), under 80 (the same test). memory_get still reads the whole memory.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from memvault.memories.schemas import MemoryType, ScopeLevel, occurred
+from memvault.memories.schemas import MemoryOut, MemoryState, MemoryType, ScopeLevel, occurred
 from memvault.retrieval.context import ContextOut
 from memvault.retrieval.kinds import EntityHit, MessageHit, TraceHit
 from memvault.retrieval.schemas import SearchMetrics, SearchOut, Signals
@@ -48,6 +51,32 @@ class Hits(BaseModel):
     messages: list[MessageHit] | None = None
     traces: list[TraceHit] | None = None
     entities: list[EntityHit] | None = None
+
+
+class Written(BaseModel):
+    """A memory as a write leaves it: what names it, what it says, whose it is, what it replaced."""
+
+    id: uuid.UUID
+    namespace: str | None = Field(description="Null for tenant- and system-scope memories.")
+    content: str
+    type: MemoryType
+    scope: ScopeLevel
+    state: MemoryState
+    importance: float
+    confidence: float
+    key: str | None = None
+    user_id: str | None = None
+    agent_id: str | None = None
+    session_id: str | None = None
+    valid_from: dt.datetime | None = None
+    metadata: dict[str, Any] | None = None
+    supersedes: uuid.UUID | None = Field(default=None, description="The version it replaced (same key).")
+
+
+def written(m: MemoryOut) -> CallToolResult:
+    """``m`` as ``Written``, leaving out what is empty (no owner, no metadata, nothing replaced)."""
+    kept = m.model_dump(include=set(Written.model_fields))
+    return compact(Written.model_validate({**kept, "metadata": kept["metadata"] or None}))
 
 
 def hits(out: SearchOut, *, explain: bool = False) -> Hits:

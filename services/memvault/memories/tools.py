@@ -14,7 +14,7 @@ from pydantic import Field
 from memvault.forget.schemas import ForgetIn, ForgetOut
 from memvault.maintenance.schemas import DEFAULT_STEPS, MAX_BUDGET_MS, OrganizeIn, OrganizeOut, Step
 from memvault.mcp import results
-from memvault.mcp.results import Hits
+from memvault.mcp.results import Hits, Written
 from memvault.mcp.runtime import Runtime
 from memvault.mcp.tool import ToolCall, Tools
 from memvault.memories.schemas import (
@@ -82,7 +82,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         entity: Annotated[
             str | None, Field(description="Link it to this entity: its id, or its name or alias.")
         ] = None,
-    ) -> MemoryOut:
+    ) -> Annotated[CallToolResult, Written]:
         meta = dict(metadata or {})
         meta.update({k: v for k, v in (("role", role), ("speaker", speaker)) if v})
         body = MemoryIn(
@@ -98,7 +98,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
             valid_from=valid_from,
             entity_names=[entity] if entity else [],
         )
-        return await call.api.store(call.p, call.ns(namespace), body)
+        return results.written(await call.api.store(call.p, call.ns(namespace), body))
 
     @tool(
         name="memory_search",
@@ -237,7 +237,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         metadata: dict[str, Any] | None = None,
         type: MemoryType | None = None,
         namespace: Namespace = None,
-    ) -> MemoryOut:
+    ) -> Annotated[CallToolResult, Written]:
         fields: dict[str, Any] = {
             k: v
             for k, v in (("content", content), ("importance", importance), ("metadata", metadata), ("type", type))
@@ -245,7 +245,7 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         }
 
         patch = MemoryPatch(**fields)
-        return await call.api.update_memory(call.p, call.ns(namespace), memory_id, patch)
+        return results.written(await call.api.update_memory(call.p, call.ns(namespace), memory_id, patch))
 
     @tool(
         name="memory_list",
@@ -285,8 +285,10 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         annotations=CHANGE,
         description="Mark a tentative memory as confirmed (stable), e.g. after the user agreed it is right.",
     )
-    async def memory_promote(call: ToolCall, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
-        return await call.api.promote_memory(call.p, call.ns(namespace), memory_id)
+    async def memory_promote(
+        call: ToolCall, memory_id: MemoryId, namespace: Namespace = None
+    ) -> Annotated[CallToolResult, Written]:
+        return results.written(await call.api.promote_memory(call.p, call.ns(namespace), memory_id))
 
     @tool(
         name="memory_archive",
@@ -294,8 +296,10 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         annotations=CHANGE,
         description="Archive a memory that is stale or wrong: kept, but out of recall unless asked for.",
     )
-    async def memory_archive(call: ToolCall, memory_id: MemoryId, namespace: Namespace = None) -> MemoryOut:
-        return await call.api.archive_memory(call.p, call.ns(namespace), memory_id)
+    async def memory_archive(
+        call: ToolCall, memory_id: MemoryId, namespace: Namespace = None
+    ) -> Annotated[CallToolResult, Written]:
+        return results.written(await call.api.archive_memory(call.p, call.ns(namespace), memory_id))
 
     @tool(
         name="memory_organize",
