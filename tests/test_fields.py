@@ -147,6 +147,55 @@ class TestTextRule:
         assert problem(r, 422, "validation_error")["field"] == "metadata"
 
 
+class TestTimesAreText:
+    """A time is ISO 8601 text. Pydantic read a number, or a string of digits, as seconds since 1970:
+    `"valid_from": "2015"` (a year) was stored as 1970-01-01T00:33:35Z, without a word."""
+
+    @pytest.mark.parametrize(
+        ("path", "body", "field"),
+        [
+            (f"{NS}/memories", {"content": "Sam moved to Denver", "valid_from": "2015"}, "valid_from"),
+            (f"{NS}/memories", {"content": "Sam moved to Denver", "valid_from": 1425168000}, "valid_from"),
+            (f"{NS}/memories", {"content": "Sam moved to Denver", "valid_to": "1.5e9"}, "valid_to"),
+            (f"{NS}/search", {"query": "Denver", "filters": {"valid_at": 2015}}, "filters.valid_at"),
+            (
+                f"{NS}/facts",
+                {"subject": "Sam", "predicate": "lives_in", "object": "Denver", "valid_from": "2015"},
+                "valid_from",
+            ),
+        ],
+    )
+    async def test_a_number_is_refused_naming_the_field(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, path: str, body: dict[str, Any], field: str
+    ) -> None:
+        r = await client.post(path, json=body, headers=tenant_a.headers)
+
+        refused = problem(r, 422, "validation_error")
+        assert refused["field"] == field and "ISO 8601" in refused["detail"]
+        listed = await client.get(f"{NS}/memories", headers=tenant_a.headers)
+        assert listed.json()["data"] == []  # nothing stored
+
+    @pytest.mark.parametrize("query", ["since=2015", "until=1425168000", "valid_at=2015", "knowledge_at=2015"])
+    async def test_a_number_in_a_query_is_refused(
+        self, client: httpx.AsyncClient, tenant_a: Tenant, query: str
+    ) -> None:
+        r = await client.get(f"{NS}/memories?{query}", headers=tenant_a.headers)
+
+        assert problem(r, 422, "validation_error")["field"] == query.split("=")[0]
+
+    async def test_dates_and_times_in_iso_8601_are_taken(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
+        for given, kept in [
+            ("2015-03-01", "2015-03-01T00:00:00Z"),
+            ("2015-03-01T10:00:00+01:00", "2015-03-01T09:00:00Z"),
+        ]:
+            r = await client.post(
+                f"{NS}/memories", json={"content": f"At {given}", "valid_from": given}, headers=tenant_a.headers
+            )
+            assert r.status_code == 201, r.text
+            assert r.json()["valid_from"] == kept
+        assert (await client.get(f"{NS}/memories?since=2015-01-01", headers=tenant_a.headers)).status_code == 200
+
+
 class TestSecretsInEveryStoredString:
     """These were stored unchecked; the guard now runs in the models, with today's problem shape."""
 

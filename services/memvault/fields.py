@@ -17,12 +17,24 @@ tests/test_fields.py fails if a request model is not a `Body`.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+import re
 from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import Annotated, Any, ClassVar
+from functools import cache
+from typing import Annotated, Any, ClassVar, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from memvault.errors import InvalidInput, MemvaultError
@@ -70,6 +82,36 @@ def _real_unit(v: float) -> float:
 UnitFloat = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False), AfterValidator(_real_unit)]
 
 
+_NUMBER = re.compile(r"\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+def iso_instant(v: Any) -> Any:
+    """A time as ISO 8601 text (or already a date or time), never a number: pydantic reads 1425168000
+    and "1425168000" as seconds since 1970, and so "2015", a year, became 1970-01-01T00:33:35Z."""
+    if (isinstance(v, int | float) and not isinstance(v, bool)) or (isinstance(v, str) and _NUMBER.fullmatch(v)):
+        raise ValueError("must be a date or date-time in ISO 8601 (2015-03-01, 2015-03-01T10:00:00Z), not a number")
+    return v
+
+
+# A time a request gives: a query parameter, a tool argument. A `Body` field of a time type is
+# checked the same way without saying so.
+Instant = Annotated[dt.datetime, BeforeValidator(iso_instant)]
+
+
+def takes_time(annotation: Any) -> bool:
+    """Whether a field or argument of this type takes a date or a time (also inside Optional,
+    Annotated or a list)."""
+    return _takes_time(annotation)
+
+
+@cache
+def _takes_time(annotation: Any) -> bool:
+    if annotation in (dt.datetime, dt.date):
+        return True
+    # Types and parametrised types only: Annotated's metadata (a FieldInfo) and Literal's values are neither.
+    return any(_takes_time(a) for a in get_args(annotation) if isinstance(a, type) or get_args(a))
+
+
 def check_value(value: Any, depth: int = 1, *, max_depth: int = MAX_DEPTH, limit: int | None = MAX_TEXT) -> None:
     """The text rule over a JSON-like value: every string and dict key, finite numbers, bounded depth.
     Models nested inside are `Body`s that checked themselves."""
@@ -104,6 +146,14 @@ class Body(BaseModel):
     # Errors travel to logs and to MCP clients as text: never with the refused value (a secret) in them.
     model_config = ConfigDict(hide_input_in_errors=True)
     guard_secrets: ClassVar[bool] = True
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _times_as_text(cls, v: Any, info: ValidationInfo) -> Any:
+        name = info.field_name
+        if name is not None and takes_time(cls.model_fields[name].annotation):
+            iso_instant(v)
+        return v
 
     @field_validator("*", mode="after")
     @classmethod

@@ -38,3 +38,15 @@ class TestArguments:
             assert blank.startswith("validation_error: field content:"), blank
             for refusal in (text, missing, bad_id, blank):
                 assert "errors.pydantic.dev" not in refusal and "validation error for" not in refusal
+
+    async def test_a_time_given_as_a_number_is_refused(self, base_url: str, tenant_a: Tenant) -> None:
+        # A model asked "since when?" writes "2015": read as seconds since 1970, it was stored as
+        # 1970-01-01T00:33:35Z.
+        async with mcp_session(base_url, tenant_a.key, "/mcp/extended") as s:
+            text = await fails(s, "memory_store", content="Sam moved to Denver", valid_from="2015")
+            assert text.startswith("validation_error: field valid_from: must be a date or date-time in ISO 8601"), text
+            since = await fails(s, "memory_search", query="Denver", since=1425168000)
+            assert since.startswith("validation_error: field since:"), since
+            assert (await call(s, "memory_list"))["data"] == []
+            stored = await call(s, "memory_store", content="Sam moved to Denver", valid_from="2015-03-01")
+            assert stored["valid_from"].startswith("2015-03-01")

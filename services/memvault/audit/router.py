@@ -1,12 +1,12 @@
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import AfterValidator
 
 from memvault.audit.schemas import AuditPage
+from memvault.fields import Instant
 from memvault.gateway.deps import AdminPrincipal, Api
 from memvault.memories.schemas import no_nul
 
@@ -27,8 +27,8 @@ async def list_audit(
         Query(max_length=254, description="`key:<id>`, `user:<id>`, `cli`, `system`, or a member's email."),
         AfterValidator(no_nul),
     ] = None,
-    since: datetime | None = None,
-    until: Annotated[datetime | None, Query(description="Entries before this instant.")] = None,
+    since: Instant | None = None,
+    until: Annotated[Instant | None, Query(description="Entries before this instant.")] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
     cursor: Annotated[str | None, Query(max_length=100), AfterValidator(no_nul)] = None,
 ) -> AuditPage:

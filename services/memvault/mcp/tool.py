@@ -27,7 +27,7 @@ from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase, FuncMetad
 from mcp.types import ToolAnnotations
 from pydantic import ConfigDict, ValidationError
 
-from memvault.fields import loc_name
+from memvault.fields import iso_instant, loc_name, takes_time
 from memvault.mcp.runtime import Runtime
 from memvault.principal import Principal
 
@@ -99,10 +99,19 @@ class Tools:
         # Evaluated now, in the body's module: the SDK reads the wrapper's annotations as objects.
         signature = inspect.signature(body, eval_str=True)
         _call, *params = signature.parameters.values()
+        # Arguments that take a time: ISO 8601 text, never a number (fields.iso_instant).
+        times = [p.name for p in params if takes_time(p.annotation)]
 
         async def tool(ctx: Context, **raw: Any) -> Any:
+            sent = raw.get(_RAW, {})
+            for name in times:
+                if isinstance(sent, dict) and sent.get(name) is not None:
+                    try:
+                        iso_instant(sent[name])
+                    except ValueError as exc:
+                        raise ToolError(f"validation_error: field {name}: {exc}") from exc
             try:
-                arguments = strict[0].model_validate(raw.get(_RAW, {})).model_dump_one_level()
+                arguments = strict[0].model_validate(sent).model_dump_one_level()
             except ValidationError as exc:
                 raise ToolError(argument_error(exc, strict[0])) from exc
             call = ToolCall(rt, rt.principal(ctx))

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 from pydantic import ValidationError
 
 from memvault.errors import InvalidInput
+from memvault.fields import Instant
 from memvault.gateway.deps import Api, ReadPrincipal, WritePrincipal
 from memvault.gateway.idempotency import IDEMPOTENT
 from memvault.memories.schemas import (
@@ -66,12 +66,12 @@ async def list_memories(
     session_id: Annotated[str | None, Query(max_length=200)] = None,
     state: Annotated[list[MemoryState] | None, Query(description="Default: tentative and stable.")] = None,
     scope: Annotated[list[ScopeLevel] | None, Query(description="Scope levels to include; default all.")] = None,
-    knowledge_at: Annotated[datetime | None, Query(description="What we knew at this time.")] = None,
-    valid_at: Annotated[datetime | None, Query(description="What was true in the world at this time.")] = None,
+    knowledge_at: Annotated[Instant | None, Query(description="What we knew at this time.")] = None,
+    valid_at: Annotated[Instant | None, Query(description="What was true in the world at this time.")] = None,
     since: Annotated[
-        datetime | None, Query(description="Memories dated at or after this time (`valid_from`, else stored).")
+        Instant | None, Query(description="Memories dated at or after this time (`valid_from`, else stored).")
     ] = None,
-    until: Annotated[datetime | None, Query(description="Memories dated before this time.")] = None,
+    until: Annotated[Instant | None, Query(description="Memories dated before this time.")] = None,
     include_archived: bool = False,
     metadata: Annotated[
         str | None, Query(description='JSON object; memories whose metadata contains it, e.g. {"project":"x"}.')

@@ -9,6 +9,7 @@ from typing import Annotated, Any, ClassVar, Protocol
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     PrivateAttr,
@@ -17,7 +18,7 @@ from pydantic import (
     model_validator,
 )
 
-from memvault.fields import MAX_DEPTH, Body, UnitFloat, check_text, check_value
+from memvault.fields import MAX_DEPTH, Body, UnitFloat, check_text, check_value, iso_instant
 
 MAX_METADATA_BYTES = 16_384
 MAX_METADATA_DEPTH = MAX_DEPTH
@@ -98,7 +99,7 @@ def _not_blank(v: str) -> str:
 
 
 Content = Annotated[str, Field(min_length=1, max_length=32_000), AfterValidator(no_nul), AfterValidator(_not_blank)]
-Timestamp = Annotated[datetime | None, AfterValidator(_utc)]
+Timestamp = Annotated[datetime | None, BeforeValidator(iso_instant), AfterValidator(_utc)]
 FilterId = Annotated[str | None, Field(default=None, max_length=200), AfterValidator(no_nul)]
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
+from memvault.fields import Instant
 from memvault.gateway.deps import Api, ReadPrincipal
 from memvault.metering.schemas import Granularity, GroupBy, UsageSeriesOut
 from memvault.metering.tally import UNITS
@@ -27,8 +27,8 @@ async def account_usage(
     request: Request,
     p: ReadPrincipal,
     api: Api,
-    start: Annotated[datetime | None, Query(alias="from", description="Inclusive, with a time zone.")] = None,
-    end: Annotated[datetime | None, Query(alias="to", description="Exclusive, with a time zone (default now).")] = None,
+    start: Annotated[Instant | None, Query(alias="from", description="Inclusive, with a time zone.")] = None,
+    end: Annotated[Instant | None, Query(alias="to", description="Exclusive, with a time zone (default now).")] = None,
     granularity: Granularity = "day",
     group_by: GroupBy | None = None,
 ) -> UsageSeriesOut | Response:
