@@ -263,6 +263,18 @@ class TestUnreadableBodies:
 
         assert problem(r, 422, "validation_error")["field"] == "body"
 
+    async def test_a_json_syntax_error_names_the_body_and_where(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        headers = {**tenant_a.headers, "content-type": "application/json"}
+
+        r = await client.post(f"{NS}/memories", content=b'{"content": "x" "type": "fact"}', headers=headers)
+
+        refused = problem(r, 422, "validation_error")
+        # It read `[16]: JSON decode error`: a field named by a character position.
+        assert refused["field"] == "body"
+        assert refused["detail"].startswith("body: not valid JSON at character 16"), refused["detail"]
+
     async def test_blank_search_query_is_422(self, client: httpx.AsyncClient, tenant_a: Tenant) -> None:
         r = await client.post(f"{NS}/search", json={"query": "   "}, headers=tenant_a.headers)
 

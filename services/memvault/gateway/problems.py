@@ -61,6 +61,19 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     return out or str(loc[0] if loc else "")
 
 
+def _error(e: Any) -> dict[str, str]:
+    """One validation error as the problem lists it. A JSON syntax error's location is the
+    character where parsing stopped (("body", 24) read "[24]: JSON decode error"): it is the body's
+    error, and the position goes into the message with the parser's reason."""
+    if e.get("type") == "json_invalid":
+        loc = e.get("loc", ())
+        at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        reason = (e.get("ctx") or {}).get("error")
+        message = f"not valid JSON{at}" + (f" ({reason})" if reason else "")
+        return {"field": "body", "message": message, "type": "json_invalid"}
+    return {"field": _field(e.get("loc", ())), "message": e.get("msg", ""), "type": e.get("type", "")}
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(MemvaultError)
     async def _memvault(request: Request, exc: MemvaultError) -> Response:
@@ -82,10 +95,7 @@ def install(app: FastAPI) -> None:
         for e in exc.errors():
             if e.get("type") == "secret_detected":
                 return problem_response(request, secret_error(e, _field(e.get("loc", ()))).problem())
-        errors = [
-            {"field": _field(e.get("loc", ())), "message": e.get("msg", ""), "type": e.get("type", "")}
-            for e in exc.errors()
-        ]
+        errors = [_error(e) for e in exc.errors()]
         first = errors[0] if errors else {"field": "", "message": "invalid input"}
         return problem_response(
             request,
