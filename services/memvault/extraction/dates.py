@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal
@@ -147,28 +148,32 @@ def _month_number(name: str) -> int:
     return MONTHS.index(name) + 1 if name in MONTHS else _MONTH_ABBR[name[:4] if name == "sept" else name[:3]]
 
 
+def _plan_or_nearest(candidates: list[date], today: date, future: bool, apart: Callable[[date], int]) -> date | None:
+    """Which of ``candidates`` (ascending) a date without its year means: the first from ``today`` on
+    when the statement looks ahead, else the one nearest it by ``apart`` (the past one at a tie)."""
+    if future:
+        return next((d for d in candidates if d >= today), None)
+    return min(candidates, key=lambda d: (apart(d), d > today), default=None)
+
+
 def _day_of_year(month: int, day: int, today: date, future: bool) -> date | None:
-    """A day named without its year ("on 12 January"): the first one from today on when the
-    statement looks ahead, else the one nearest today (the past one at a tie). Said on 7 December,
-    "my sister visits on 12 January" is next month's, "I flew home on 20 December" last year's when
-    said on 5 January; taking the year said in, both were eleven months off."""
+    """A day named without its year ("on 12 January"): the next one in a plan, else the nearest
+    (``_plan_or_nearest``). Said on 7 December, "my sister visits on 12 January" is next month's,
+    "I flew home on 20 December" last year's when said on 5 January; taking the year said in, both
+    were eleven months off."""
     days = []
     for year in (today.year - 1, today.year, today.year + 1):
         try:
             days.append(date(year, month, day))
         except ValueError:  # 29 February outside a leap year
             continue
-    if not days:
-        return None
-    if future:
-        return next((d for d in days if d >= today), None)
-    return min(days, key=lambda d: (abs((d - today).days), d > today))
+    return _plan_or_nearest(days, today, future, lambda d: abs((d - today).days))
 
 
 def _month_alone(word: str, month: int, today: date, future: bool) -> date:
     """A month named without its year: "last March" the latest before this month, "next March" the
     first after it, "this March" this year's; otherwise, as a day without its year, the next one
-    (this month included) in a plan, else the one nearest this month (the past one at a tie)."""
+    (this month included) in a plan, else the one nearest this month, counted in months."""
     this = today.replace(day=1)
     months = [date(year, month, 1) for year in (today.year - 1, today.year, today.year + 1)]
     if word == "last":
@@ -177,9 +182,9 @@ def _month_alone(word: str, month: int, today: date, future: bool) -> date:
         return next(m for m in months if m > this)
     if word == "this":
         return months[1]
-    if future:
-        return next(m for m in months if m >= this)
-    return min(months, key=lambda m: (abs((m.year - this.year) * 12 + m.month - this.month), m > this))
+    chosen = _plan_or_nearest(months, this, future, lambda m: abs((m.year - this.year) * 12 + m.month - this.month))
+    assert chosen is not None  # one of three consecutive years' is on or after this month
+    return chosen
 
 
 def _absolute(kind: str, m: re.Match[str], today: date, future: bool) -> tuple[date, Granularity] | None:
