@@ -13,6 +13,7 @@ from tests.mcp.conftest import call, mcp_session
 TOOLS_BUDGET = 1500
 SEARCH_BUDGET = 600
 STORE_BUDGET = 80
+LISTED_BUDGET = 90  # a memory of a memory_list page
 
 MEMORIES = [
     ("Ana prefers window seats on long flights", "preference", "seat_preference"),
@@ -76,6 +77,26 @@ class TestBudgets:
         # What a model refers to again, and what the write did: the version it replaced.
         assert result.structured_content["supersedes"] == first["id"]
         assert {"id", "content", "type", "scope", "key", "user_id"} <= result.structured_content.keys()
+
+    async def test_a_page_of_memories_costs_few_tokens_a_memory(self, base_url: str, tenant_a: Tenant) -> None:
+        # A page of 20 answered with every field of every memory: about 230 tokens a memory as
+        # text and as much again as structured content, 4,600 to browse one page.
+        async with mcp_session(base_url, tenant_a.key) as s:
+            for content, type_, key in MEMORIES:
+                await call(s, "memory_store", content=content, type=type_, key=key, user_id="ana")
+            result = await s.call_tool("memory_list", {"user_id": "ana"})
+        assert not result.is_error and result.structured_content is not None
+        listed = result.structured_content["data"]
+        assert [m["content"] for m in listed] == [content for content, _, _ in reversed(MEMORIES)]
+        text = "".join(block.text for block in result.content)  # type: ignore[union-attr]
+        structured = json.dumps(result.structured_content)
+        for form, sent in (("text content", text), ("structured", structured)):
+            each = tokens(sent) / len(listed)
+            assert each <= LISTED_BUDGET, f"{form}: {each:.0f} tokens a memory > {LISTED_BUDGET}"
+        # What a review acts on: which memory, what it says, whose, how sure, and since when.
+        for memory in listed:
+            assert {"id", "content", "type", "scope", "state", "confidence", "user_id", "recorded_at"} <= memory.keys()
+        assert {m["key"] for m in listed if "key" in m} == {key for _, _, key in MEMORIES if key}
 
     async def test_context_is_the_block_alone(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key, "/mcp") as s:

@@ -7,7 +7,8 @@ breakdown); a hit is now id, content, type, date and score (its key when it has 
 breakdown comes only with `explain: true`. tests/mcp/test_budgets.py holds both under 600 tokens.
 A write (memory_store, the most frequent call) handed back every field of the memory, 24 of them
 pretty-printed, about 220 tokens as text; it now hands back what the model may refer to again
-(``Written``), under 80 (the same test). memory_get still reads the whole memory.
+(``Written``), under 80 (the same test); a page of memory_list the same and when each was stored.
+memory_get still reads the whole memory.
 """
 
 from __future__ import annotations
@@ -15,12 +16,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
 
-from memvault.memories.schemas import MemoryOut, MemoryState, MemoryType, ScopeLevel, occurred
+from memvault.memories.schemas import MemoryOut, MemoryPage, MemoryState, MemoryType, ScopeLevel, occurred
 from memvault.retrieval.context import ContextOut
 from memvault.retrieval.kinds import EntityHit, MessageHit, TraceHit
 from memvault.retrieval.schemas import SearchMetrics, SearchOut, Signals
@@ -53,6 +54,9 @@ class Hits(BaseModel):
     entities: list[EntityHit] | None = None
 
 
+W = TypeVar("W", bound="Written")
+
+
 class Written(BaseModel):
     """A memory as a write leaves it: what names it, what it says, whose it is, what it replaced."""
 
@@ -75,8 +79,30 @@ class Written(BaseModel):
 
 def written(m: MemoryOut) -> CallToolResult:
     """``m`` as ``Written``, leaving out what is empty (no owner, no metadata, nothing replaced)."""
-    kept = m.model_dump(include=set(Written.model_fields))
-    return compact(Written.model_validate({**kept, "metadata": kept["metadata"] or None}))
+    return compact(_lean(m, Written))
+
+
+def _lean(m: MemoryOut, model: type[W]) -> W:
+    """``m`` as ``model``, its empty metadata as none (left out with the other empty fields)."""
+    kept = m.model_dump(include=set(model.model_fields))
+    return model.model_validate({**kept, "metadata": kept["metadata"] or None})
+
+
+class Listed(Written):
+    """A memory as a listing shows it: as a write leaves it, and when it was stored."""
+
+    recorded_at: dt.datetime
+
+
+class Page(BaseModel):
+    data: list[Listed] = Field(description="Newest first.")
+    next_cursor: str | None = Field(description="Pass as `cursor` for the next page; null on the last page.")
+
+
+def page(out: MemoryPage) -> CallToolResult:
+    """A page of memories, each as ``Listed`` without what is empty: the whole record (24 fields,
+    about 230 tokens a memory) made a page of 20 cost a model 4,000 tokens to browse."""
+    return compact(Page(data=[_lean(m, Listed) for m in out.data], next_cursor=out.next_cursor))
 
 
 def hits(out: SearchOut, *, explain: bool = False) -> Hits:

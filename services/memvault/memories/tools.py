@@ -22,7 +22,6 @@ from memvault.memories.schemas import (
     MemoryHistory,
     MemoryIn,
     MemoryOut,
-    MemoryPage,
     MemoryPatch,
     MemoryState,
     MemoryType,
@@ -264,11 +263,13 @@ def register(server: MCPServer, rt: Runtime, *, extended: bool) -> None:
         limit: Annotated[int, Field(ge=1, le=100)] = 20,
         cursor: str | None = None,
         namespace: Namespace = None,
-    ) -> MemoryPage:
+    ) -> Annotated[CallToolResult, results.Page]:
         filters = MemoryFilters(
             user_id=user_id, session_id=session_id, type=types, state=states, since=since, until=until
         )
-        return await call.api.list_memories(call.p, call.ns(namespace), filters, limit=limit, cursor=cursor)
+        return results.page(
+            await call.api.list_memories(call.p, call.ns(namespace), filters, limit=limit, cursor=cursor)
+        )
 
     @tool(
         name="memory_history",
