@@ -8,8 +8,8 @@ from datetime import UTC, date, datetime
 import pytest
 
 from memvault.extraction.base import EventText
-from memvault.extraction.dates import annotate, resolve_dates
-from memvault.extraction.rules import RuleExtractor, classify, find_entities, statements
+from memvault.extraction.dates import Tense, annotate, resolve_dates
+from memvault.extraction.rules import RuleExtractor, classify, find_entities, statements, tense
 
 WEDNESDAY = datetime(2024, 5, 8, 15, 0, tzinfo=UTC)
 SUNDAY = datetime(2024, 5, 12, 10, 0, tzinfo=UTC)
@@ -51,47 +51,68 @@ class TestDates:
 
     def test_bare_weekday_looks_ahead_only_for_plans(self) -> None:
         (past,) = resolve_dates("I saw her on Monday", WEDNESDAY)
-        (plan,) = resolve_dates("I will see her on Monday", WEDNESDAY, future=True)
+        (plan,) = resolve_dates("I will see her on Monday", WEDNESDAY, tense="future")
         assert (past.date, plan.date) == (date(2024, 5, 6), date(2024, 5, 13))
 
     @pytest.mark.parametrize(
-        ("text", "said", "future", "day"),
+        ("text", "said", "tense", "day"),
         [
             # Said in December: a January day is next month's, not eleven months ago.
-            ("My sister is visiting on 12 January", datetime(2026, 12, 7, tzinfo=UTC), False, date(2027, 1, 12)),
+            ("My sister is visiting on 12 January", datetime(2026, 12, 7, tzinfo=UTC), None, date(2027, 1, 12)),
             # Said in January: a December day is last month's.
-            ("I flew home on December 20th", datetime(2025, 1, 5, tzinfo=UTC), False, date(2024, 12, 20)),
-            ("the 7th of June", WEDNESDAY, False, date(2024, 6, 7)),
-            ("We met on 2 May", WEDNESDAY, False, date(2024, 5, 2)),
+            ("I flew home on December 20th", datetime(2025, 1, 5, tzinfo=UTC), None, date(2024, 12, 20)),
+            ("the 7th of June", WEDNESDAY, None, date(2024, 6, 7)),
+            ("We met on 2 May", WEDNESDAY, None, date(2024, 5, 2)),
             # A plan names a day to come, even one that is nearer in the past.
-            ("I will fly to Oslo on 3 March", WEDNESDAY, True, date(2025, 3, 3)),
-            ("I will call her on 8 May", WEDNESDAY, True, date(2024, 5, 8)),
-            ("Her birthday is on 29 February", WEDNESDAY, False, date(2024, 2, 29)),
+            ("I will fly to Oslo on 3 March", WEDNESDAY, "future", date(2025, 3, 3)),
+            ("I will call her on 8 May", WEDNESDAY, "future", date(2024, 5, 8)),
+            ("Her birthday is on 29 February", WEDNESDAY, None, date(2024, 2, 29)),
         ],
     )
     def test_a_day_without_its_year_is_the_nearest_one(
-        self, text: str, said: datetime, future: bool, day: date
+        self, text: str, said: datetime, tense: Tense, day: date
     ) -> None:
-        (found,) = resolve_dates(text, said, future=future)
+        (found,) = resolve_dates(text, said, tense=tense)
         assert found.date == day
 
     @pytest.mark.parametrize(
-        ("text", "future", "month"),
+        ("text", "tense", "month"),
         [
-            ("We moved in March", False, date(2024, 3, 1)),
-            ("In December I went home", False, date(2023, 12, 1)),
-            ("last October we met", False, date(2023, 10, 1)),
-            ("last May was hot", False, date(2023, 5, 1)),
-            ("this March was cold", False, date(2024, 3, 1)),
-            ("next March I start", False, date(2025, 3, 1)),
-            ("I will travel in January", True, date(2025, 1, 1)),
-            ("I will travel in May", True, date(2024, 5, 1)),
-            ("I have run since February", False, date(2024, 2, 1)),
+            ("We moved in March", None, date(2024, 3, 1)),
+            ("In December I went home", None, date(2023, 12, 1)),
+            ("last October we met", None, date(2023, 10, 1)),
+            ("last May was hot", None, date(2023, 5, 1)),
+            ("this March was cold", None, date(2024, 3, 1)),
+            ("next March I start", None, date(2025, 3, 1)),
+            ("I will travel in January", "future", date(2025, 1, 1)),
+            ("I will travel in May", "future", date(2024, 5, 1)),
+            ("I have run since February", None, date(2024, 2, 1)),
         ],
     )
-    def test_a_month_alone(self, text: str, future: bool, month: date) -> None:
-        (found,) = resolve_dates(text, WEDNESDAY, future=future)
+    def test_a_month_alone(self, text: str, tense: Tense, month: date) -> None:
+        (found,) = resolve_dates(text, WEDNESDAY, tense=tense)
         assert (found.date, found.granularity) == (month, "month")
+
+    @pytest.mark.parametrize(
+        ("text", "said", "day", "granularity"),
+        [
+            # Said in December: the March they moved is this year's, not the coming one.
+            ("We moved in March", datetime(2026, 12, 7, tzinfo=UTC), date(2026, 3, 1), "month"),
+            # Said in May: the June they married is last year's.
+            ("In mid-June we married", datetime(2025, 5, 20, tzinfo=UTC), date(2024, 6, 1), "month"),
+            ("I was in Lisbon on 20 November", datetime(2026, 1, 3, tzinfo=UTC), date(2025, 11, 20), "day"),
+            ("We went to Kyoto on 2 February", datetime(2026, 12, 7, tzinfo=UTC), date(2026, 2, 2), "day"),
+            # A plan's words win: the coming one.
+            ("We moved the party, it will be in March", datetime(2026, 12, 7, tzinfo=UTC), date(2027, 3, 1), "month"),
+            # Neither: the nearest.
+            ("My sister's birthday is on 12 January", datetime(2026, 12, 7, tzinfo=UTC), date(2027, 1, 12), "day"),
+        ],
+    )
+    def test_what_happened_is_dated_before_it_was_said(
+        self, text: str, said: datetime, day: date, granularity: str
+    ) -> None:
+        (found,) = resolve_dates(text, said, tense=tense(text))
+        assert (found.date, found.granularity) == (day, granularity)
 
     @pytest.mark.parametrize("text", ["This may not work", "I may go in march formation", "They march in step"])
     def test_may_and_march_as_words(self, text: str) -> None:
@@ -188,3 +209,17 @@ class TestRuleExtractor:
         assert c.type == "event" and c.valid_from == datetime(2024, 5, 7, tzinfo=UTC)
         assert c.dates == [{"text": "yesterday", "date": "2024-05-07", "granularity": "day"}]
         assert ("Caroline", "person") in c.entities and c.event_ids == [e.id]
+
+    async def test_what_happened_in_a_month_is_dated_before_it_was_said(self) -> None:
+        # Said in December, "we moved in March" was dated the coming March (the nearest), a move
+        # that had not happened yet; "in mid-June we married", said in May, the coming June.
+        december = datetime(2026, 12, 7, tzinfo=UTC)
+        may = datetime(2025, 5, 20, tzinfo=UTC)
+        moved, married = await RuleExtractor().extract(
+            [
+                EventText(uuid.uuid4(), "user", "We moved to Porto in March.", december),
+                EventText(uuid.uuid4(), "user", "In mid-June we married in Lisbon.", may),
+            ]
+        )
+        assert moved.valid_from == datetime(2026, 3, 1, tzinfo=UTC)
+        assert married.valid_from == datetime(2024, 6, 1, tzinfo=UTC)

@@ -15,6 +15,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Literal
 
 Granularity = Literal["day", "week", "month", "year"]
+# Whether a statement looks ahead or tells what happened; None when it says neither.
+Tense = Literal["future", "past"] | None
 
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MONTHS = (
@@ -148,32 +150,37 @@ def _month_number(name: str) -> int:
     return MONTHS.index(name) + 1 if name in MONTHS else _MONTH_ABBR[name[:4] if name == "sept" else name[:3]]
 
 
-def _plan_or_nearest(candidates: list[date], today: date, future: bool, apart: Callable[[date], int]) -> date | None:
+def _plan_or_nearest(candidates: list[date], today: date, tense: Tense, apart: Callable[[date], int]) -> date | None:
     """Which of ``candidates`` (ascending) a date without its year means: the first from ``today`` on
-    when the statement looks ahead, else the one nearest it by ``apart`` (the past one at a tie)."""
-    if future:
+    when the statement looks ahead, the last up to ``today`` when it tells what happened, else the
+    one nearest it by ``apart`` (the past one at a tie)."""
+    if tense == "future":
         return next((d for d in candidates if d >= today), None)
+    if tense == "past":
+        return next((d for d in reversed(candidates) if d <= today), None)
     return min(candidates, key=lambda d: (apart(d), d > today), default=None)
 
 
-def _day_of_year(month: int, day: int, today: date, future: bool) -> date | None:
-    """A day named without its year ("on 12 January"): the next one in a plan, else the nearest
-    (``_plan_or_nearest``). Said on 7 December, "my sister visits on 12 January" is next month's,
-    "I flew home on 20 December" last year's when said on 5 January; taking the year said in, both
-    were eleven months off."""
+def _day_of_year(month: int, day: int, today: date, tense: Tense) -> date | None:
+    """A day named without its year ("on 12 January"): the next one in a plan, the last one in what
+    happened, else the nearest (``_plan_or_nearest``). Said on 7 December, "my sister visits on 12
+    January" is next month's, "I flew home on 20 December" last year's when said on 5 January;
+    taking the year said in, both were eleven months off."""
     days = []
     for year in (today.year - 1, today.year, today.year + 1):
         try:
             days.append(date(year, month, day))
         except ValueError:  # 29 February outside a leap year
             continue
-    return _plan_or_nearest(days, today, future, lambda d: abs((d - today).days))
+    return _plan_or_nearest(days, today, tense, lambda d: abs((d - today).days))
 
 
-def _month_alone(word: str, month: int, today: date, future: bool) -> date:
+def _month_alone(word: str, month: int, today: date, tense: Tense) -> date:
     """A month named without its year: "last March" the latest before this month, "next March" the
     first after it, "this March" this year's; otherwise, as a day without its year, the next one
-    (this month included) in a plan, else the one nearest this month, counted in months."""
+    (this month included) in a plan, the last one (this month included) in what happened, else the
+    one nearest this month, counted in months: said in December, "we moved in March" is this
+    year's, not the coming one."""
     this = today.replace(day=1)
     months = [date(year, month, 1) for year in (today.year - 1, today.year, today.year + 1)]
     if word == "last":
@@ -182,12 +189,12 @@ def _month_alone(word: str, month: int, today: date, future: bool) -> date:
         return next(m for m in months if m > this)
     if word == "this":
         return months[1]
-    chosen = _plan_or_nearest(months, this, future, lambda m: abs((m.year - this.year) * 12 + m.month - this.month))
+    chosen = _plan_or_nearest(months, this, tense, lambda m: abs((m.year - this.year) * 12 + m.month - this.month))
     assert chosen is not None  # one of three consecutive years' is on or after this month
     return chosen
 
 
-def _absolute(kind: str, m: re.Match[str], today: date, future: bool) -> tuple[date, Granularity] | None:
+def _absolute(kind: str, m: re.Match[str], today: date, tense: Tense) -> tuple[date, Granularity] | None:
     try:
         if kind == "iso":
             return date(int(m[1]), int(m[2]), int(m[3])), "day"
@@ -195,20 +202,20 @@ def _absolute(kind: str, m: re.Match[str], today: date, future: bool) -> tuple[d
             month, day, year = (m[1], m[2], m[3]) if kind == "month_day" else (m[2], m[1], m[3])
             if year:
                 return date(int(year), _month_number(month), int(day)), "day"
-            named = _day_of_year(_month_number(month), int(day), today, future)
+            named = _day_of_year(_month_number(month), int(day), today, tense)
             return (named, "day") if named is not None else None
         if kind == "month_year":
             return date(int(m[2]), _month_number(m[1]), 1), "month"
         if kind == "month":
             if m[2].lower() in ("may", "march") and not m[2][0].isupper():
                 return None  # "this may not work", "in march formation": words, not months
-            return _month_alone(m[1].lower(), _month_number(m[2]), today, future), "month"
+            return _month_alone(m[1].lower(), _month_number(m[2]), today, tense), "month"
     except ValueError:  # "February 30"
         return None
     return None
 
 
-def _relative(kind: str, m: re.Match[str], today: date, future: bool) -> tuple[date, Granularity] | None:
+def _relative(kind: str, m: re.Match[str], today: date, tense: Tense) -> tuple[date, Granularity] | None:
     if kind == "day_before":
         return today - timedelta(days=2), "day"
     if kind == "day_after":
@@ -241,7 +248,7 @@ def _relative(kind: str, m: re.Match[str], today: date, future: bool) -> tuple[d
         # "on Friday": the coming one when the statement looks ahead, else the last one.
         if today.weekday() == wd:
             return today, "day"
-        return (_weekday_after(today, wd) if future else _weekday_before(today, wd)), "day"
+        return (_weekday_after(today, wd) if tense == "future" else _weekday_before(today, wd)), "day"
     if kind == "rel_period":
         step = {"last": -1, "this": 0, "next": 1}[m[1].lower()]
         unit = m[2].lower()
@@ -254,10 +261,10 @@ def _relative(kind: str, m: re.Match[str], today: date, future: bool) -> tuple[d
     return None
 
 
-def resolve_dates(text: str, said_at: datetime, *, future: bool = False) -> list[ResolvedDate]:
+def resolve_dates(text: str, said_at: datetime, *, tense: Tense = None) -> list[ResolvedDate]:
     """Every date expression in ``text``, in order of appearance, resolved against ``said_at``
-    (its UTC day). ``future`` tells whether the statement looks ahead, for bare "on Friday" and a
-    day named without its year."""
+    (its UTC day). ``tense`` tells whether the statement looks ahead ("future") or tells what
+    happened ("past"), for bare "on Friday" and a day or month named without its year."""
     today = said_at.astimezone(UTC).date()
     taken: list[tuple[int, int]] = []
     found: list[ResolvedDate] = []
@@ -265,7 +272,7 @@ def resolve_dates(text: str, said_at: datetime, *, future: bool = False) -> list
         for m in pattern.finditer(text):
             if any(m.start() < end and start < m.end() for start, end in taken):
                 continue
-            resolved = _absolute(kind, m, today, future) or _relative(kind, m, today, future)
+            resolved = _absolute(kind, m, today, tense) or _relative(kind, m, today, tense)
             if resolved is None:
                 continue
             taken.append((m.start(), m.end()))

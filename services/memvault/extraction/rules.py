@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 
 from memvault.extraction.base import Candidate, EventText
-from memvault.extraction.dates import annotate, resolve_dates
+from memvault.extraction.dates import Tense, annotate, resolve_dates
 
 MINED_ROLES = ("user", "participant")
 MAX_ENTITIES = 6
@@ -71,6 +71,19 @@ _PAST_EVENT = re.compile(
     r"signed|launched|quit|retired|returned|arrived|hosted|organized|organised|volunteered|completed)\b",
     re.I,
 )
+
+_WAS = re.compile(r"\b(?:was|were|did|married|used to)\b", re.I)
+
+
+def tense(statement: str) -> Tense:
+    """Whether ``statement`` looks ahead (a plan, a promise) or tells what happened, for a date it
+    names without its year; a plan's words win where it says both."""
+    if _FUTURE.search(statement):
+        return "future"
+    if _PAST_EVENT.search(statement) or _WAS.search(statement):
+        return "past"
+    return None
+
 
 IMPORTANCE = {"instruction": 0.8, "decision": 0.7, "preference": 0.7, "task": 0.6, "event": 0.5, "fact": 0.5}
 
@@ -182,7 +195,7 @@ class RuleExtractor:
             if event.role not in MINED_ROLES:
                 continue
             for statement in statements(event.content):
-                dates = resolve_dates(statement, event.occurred_at, future=bool(_FUTURE.search(statement)))
+                dates = resolve_dates(statement, event.occurred_at, tense=tense(statement))
                 kind = classify(statement, has_date=bool(dates))
                 if kind is None:
                     continue
