@@ -12,7 +12,7 @@ import pytest
 
 from memvault.retrieval.lexical import TermStats, TermStatsCache
 from tests.conftest import Tenant
-from tests.memories.test_router import search, store, store_many
+from tests.memories.test_router import BATCH, search, store, store_many
 
 WORDS_ONLY = {"dense": 0, "lexical": 1}
 
@@ -63,6 +63,38 @@ class TestBM25:
         assert set(contents(out)[:2]) == {sam[2], sam[5]}
         lexical = {r["memory"]["content"]: r["signals"]["channels"]["lexical"] for r in out["results"]}
         assert lexical["Sam is vegetarian now"]["rank"] == 1  # BM25 still prefers the shortest
+
+    async def test_a_readers_own_name_is_no_whole_match_among_many_users(
+        self, client: httpx.AsyncClient, tenant_a: Tenant
+    ) -> None:
+        # A namespace of many people, each memory naming its person and owned by them. Read as
+        # Sam, every memory the search sees names Sam, yet the word was weighed by the whole
+        # namespace, where it is rare: it counted as a strong match, and the shortest memory
+        # that says it came first.
+        people = ["Ana", "Ben", "Chloe", "Dev", "Emma", "Farid", "Gita", "Hugo", "Ines"]
+        lives = [
+            "{} lives in Boston and works as a nurse",
+            "{} is allergic to peanuts",
+            "{} started learning the violin",
+            "{} is vegetarian now",
+            "{} relocated to Austin, Texas",
+            "{} runs every morning before work",
+            "{} reads a novel a week",
+        ]
+        memories = [{"content": line.format(name), "user_id": name.lower()} for name in people for line in lives]
+        sam = [
+            *(line.format("Sam") for line in lives),
+            "Sam adopted a beagle named Rufus",
+            "Sam got a second dog, a greyhound called Misty",
+        ]
+        memories += [{"content": content, "user_id": "sam"} for content in sam]
+        r = await client.post(BATCH, json={"memories": memories}, headers=tenant_a.headers)
+        assert r.status_code == 201, r.text
+
+        out = await search(client, tenant_a, "What pets does Sam have?", filters={"user_id": "sam"})
+
+        assert set(contents(out)[:2]) == {sam[-2], sam[-1]}
+        assert {r["memory"]["user_id"] for r in out["results"]} == {"sam"}
 
     async def test_another_tenants_words_do_not_change_the_weights(
         self, client: httpx.AsyncClient, tenant_a: Tenant, tenant_b: Tenant

@@ -7,21 +7,32 @@ reads mostly other users' matches: for a small chain the search scores the reade
 that hold a query word instead (retrieval/sql/words.py). Which way is decided per reader, from a
 count kept a minute: a chain that grows past the limit meanwhile is still searched exactly,
 only by the slower way for it.
+
+A small chain also weighs its words by itself (``terms``): in a namespace of many people the
+reader's own name is a rare word of the namespace, yet every memory the reader sees may say it,
+and weighed as rare it made the shortest of them the best word match of any question naming the
+reader. Counted in one pass over the chain (at most SMALL_CHAIN rows, 2.5 ms of PostgreSQL and
+as much again around it at 100,000 memories here), so kept a minute per reader, as its size is:
+only a word no search of the reader's asked for meanwhile is counted again.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvault.expiring import Expiring
 from memvault.memories import reads_repository as memory_reads
 from memvault.memories.schemas import MemoryFilters
-from memvault.retrieval.sql.chains import chain_size
+from memvault.retrieval.lexical import TermStats
+from memvault.retrieval.sql.chains import chain_size, chain_words
 
 # A chain of at most this many memories is scored row by row (docs/benchmarks.md).
 SMALL_CHAIN = 1000
+# Word counts kept per reader; past it they start over.
+WORDS_KEPT = 2000
 
 
 def owner_read(filters: MemoryFilters | None) -> bool:
@@ -37,6 +48,7 @@ class ReaderChains:
 
     def __init__(self, ttl_s: float = 60.0, readers: int = 10_000) -> None:
         self._known: Expiring[tuple[uuid.UUID, uuid.UUID, str | None, str | None], bool] = Expiring(ttl_s, readers)
+        self._words: Expiring[tuple[uuid.UUID, uuid.UUID, str | None, str | None], _Words] = Expiring(ttl_s, readers)
 
     async def small(
         self, s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters: MemoryFilters
@@ -49,3 +61,31 @@ class ReaderChains:
             return await chain_size(s, tenant_id, namespace_id, chain, up_to=SMALL_CHAIN + 1) <= SMALL_CHAIN
 
         return await self._known.value((tenant_id, namespace_id, filters.user_id, filters.session_id), count)
+
+    async def terms(
+        self, s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters: MemoryFilters, lexemes: list[str]
+    ) -> TermStats:
+        """BM25's counts over the reader's chain (the other filters left out, as in ``small``), for
+        a reader whose chain is small: kept as long as its size, the words a search has not asked
+        for yet counted as it asks."""
+        chain = MemoryFilters(user_id=filters.user_id, session_id=filters.session_id)
+
+        async def count() -> _Words:
+            n, avg_len, df = await chain_words(s, tenant_id, namespace_id, chain, lexemes)
+            return _Words(n, avg_len, df)
+
+        kept = await self._words.value((tenant_id, namespace_id, filters.user_id, filters.session_id), count)
+        missing = [lx for lx in lexemes if lx not in kept.df]
+        if missing:
+            _, _, df = await chain_words(s, tenant_id, namespace_id, chain, missing)
+            if len(kept.df) + len(missing) > WORDS_KEPT:
+                kept.df.clear()
+            kept.df.update(df)
+        return TermStats(n=kept.n, avg_len=kept.avg_len, df={lx: kept.df.get(lx, 0) for lx in lexemes})
+
+
+@dataclass
+class _Words:
+    n: int
+    avg_len: float
+    df: dict[str, int] = field(default_factory=dict)

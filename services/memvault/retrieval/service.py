@@ -273,18 +273,20 @@ class SearchOps(FacadeBase):
         if pre is None:
             raise NamespaceNotFound(f"No namespace named '{ns}'.")
         namespace_id, lexemes = pre.namespace_id, pre.lexemes
-        terms = None
-        if bm25:
-            terms = await self._term_stats.stats(tx.session, tx.tenant_id, namespace_id, sorted(lexemes))
-            self._refresh_term_stats(tx.tenant_id, namespace_id)
-        # Reading as a user or in a session: how the lexical channel finds the reader's words
-        # depends on how many memories the reader sees (retrieval/chain.py).
+        # Reading as a user or in a session: how the lexical channel finds the reader's words, and
+        # what it weighs them by, depends on how many memories the reader sees (retrieval/chain.py).
         small_chain = (
             bm25
             and req.filters is not None  # owner_read says so too; this tells the type checker
             and owner_read(req.filters)
             and await self._chains.small(tx.session, tx.tenant_id, namespace_id, req.filters)
         )
+        terms = None
+        if small_chain and req.filters is not None:
+            terms = await self._chains.terms(tx.session, tx.tenant_id, namespace_id, req.filters, sorted(lexemes))
+        elif bm25:
+            terms = await self._term_stats.stats(tx.session, tx.tenant_id, namespace_id, sorted(lexemes))
+            self._refresh_term_stats(tx.tenant_id, namespace_id)
         qvec, embed_ms = await embedding
         if qvec is None:
             failures.append("embedding")
