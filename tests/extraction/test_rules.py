@@ -172,6 +172,15 @@ class TestStatements:
     def test_a_dated_statement_is_an_event(self) -> None:
         assert classify("My exam is on Friday", has_date=True) == "event"
 
+    @pytest.mark.parametrize("text", ["I'm Priya.", "I am Priya", "Im Priya", "My name's Priya", "i'm Priya"])
+    def test_a_name_said_is_worth_remembering(self, text: str) -> None:
+        # Two words, and "Hi, I'm Priya" loses its greeting first: dropped as too short to matter.
+        assert classify(text, has_date=False) == "fact"
+
+    @pytest.mark.parametrize("text", ["I'm fine", "I'm tired.", "I'm OK"])
+    def test_how_someone_is_is_no_name(self, text: str) -> None:
+        assert classify(text, has_date=False) is None
+
 
 class TestEntities:
     def test_people_places_and_organisations(self) -> None:
@@ -209,6 +218,10 @@ class TestRuleExtractor:
         assert c.type == "event" and c.valid_from == datetime(2024, 5, 7, tzinfo=UTC)
         assert c.dates == [{"text": "yesterday", "date": "2024-05-07", "granularity": "day"}]
         assert ("Caroline", "person") in c.entities and c.event_ids == [e.id]
+
+    async def test_a_user_who_says_their_name_has_it_remembered(self) -> None:
+        e = EventText(uuid.uuid4(), "user", "Hi! I'm Priya. Hi, I'm Priya Nair.", WEDNESDAY, user_id="u1")
+        assert [c.content for c in await RuleExtractor().extract([e])] == ["I'm Priya", "I'm Priya Nair"]
 
     async def test_what_happened_in_a_month_is_dated_before_it_was_said(self) -> None:
         # Said in December, "we moved in March" was dated the coming March (the nearest), a move

@@ -32,6 +32,8 @@ _PLEASANTRY = re.compile(
     r"see you|talk soon|sounds good|no problem|you're welcome|me too|same here)\b",
     re.I,
 )
+# "I'm Priya": two words, kept for the name (capitalised, not "I'm OK", "I'm fine").
+_INTRODUCTION = re.compile(r"^(?i:i'm|im|i am|my name is|my name's)\s+(?!OK\b)[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*[.!]?$")
 _SELF = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|me|my|mine|we|we're|we've|our|us)\b", re.I)
 
 _INSTRUCTION = re.compile(
@@ -169,6 +171,8 @@ def classify(statement: str, *, has_date: bool) -> str | None:
     """The memory type of a statement, or None when it is not worth remembering."""
     s = statement.strip()
     words = s.split()
+    if _INTRODUCTION.match(s):
+        return "fact"
     if s.endswith("?") or len(words) < 3 or (_PLEASANTRY.match(s) and len(words) < 6):
         return None
     if _INSTRUCTION.search(s):
