@@ -98,6 +98,26 @@ class TestBudgets:
             assert {"id", "content", "type", "scope", "state", "confidence", "user_id", "recorded_at"} <= memory.keys()
         assert {m["key"] for m in listed if "key" in m} == {key for _, _, key in MEMORIES if key}
 
+    async def test_every_other_answer_is_one_line(self, base_url: str, tenant_a: Tenant) -> None:
+        # memory_get, memory_history, memory_forget and the rest answered with the SDK's
+        # rendering: indented JSON, a third more tokens than the same on one line.
+        async with mcp_session(base_url, tenant_a.key) as s:
+            stored = await call(s, "memory_store", content="Ana drinks her coffee black", user_id="ana")
+            answers = [
+                await s.call_tool("memory_get", {"memory_id": stored["id"]}),
+                await s.call_tool("memory_history", {"memory_id": stored["id"]}),
+                await s.call_tool("memory_status", {}),
+                await s.call_tool("memory_forget", {"memory_id": stored["id"]}),
+            ]
+        for result in answers:
+            assert not result.is_error and result.structured_content is not None
+            (block,) = result.content
+            text = block.text  # type: ignore[union-attr]
+            assert "\n" not in text and json.loads(text) == result.structured_content
+        got = answers[0].structured_content
+        assert got["content"] == "Ana drinks her coffee black" and got["key"] is None  # every field, as before
+        assert json.loads(answers[2].content[0].text)["rules"] is None  # type: ignore[union-attr]
+
     async def test_context_is_the_block_alone(self, base_url: str, tenant_a: Tenant) -> None:
         async with mcp_session(base_url, tenant_a.key, "/mcp") as s:
             for content, type_, key in MEMORIES:

@@ -145,6 +145,15 @@ def compact(model: BaseModel) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=_json(data))], structured_content=data)
 
 
+def one_line(model: BaseModel) -> CallToolResult:
+    """The model as the SDK hands it back (every field, as structured content), with its text as
+    one line of the same JSON rather than the SDK's indented rendering: memory_get's answer 200 →
+    173 tokens, memory_forget's 36 → 28, for the same reading. Nulls stay: one can say something
+    ("installed": null, the server cannot see the client's files)."""
+    data = model.model_dump(mode="json", by_alias=True)
+    return CallToolResult(content=[TextContent(type="text", text=_json(data))], structured_content=data)
+
+
 def _without_optional_nulls(model: BaseModel, data: dict[str, Any]) -> dict[str, Any]:
     """``data`` (``model`` dumped) without the nulls of fields that have a default, at every depth.
     A null that the model requires stays: the output schema is checked against what is sent, and
