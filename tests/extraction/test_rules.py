@@ -104,6 +104,9 @@ class TestDates:
             ("We went to Kyoto on 2 February", datetime(2026, 12, 7, tzinfo=UTC), date(2026, 2, 2), "day"),
             # A plan's words win: the coming one.
             ("We moved the party, it will be in March", datetime(2026, 12, 7, tzinfo=UTC), date(2027, 3, 1), "month"),
+            # What a past purchase is for is to come.
+            ("I bought tickets for 12 March", datetime(2026, 12, 7, tzinfo=UTC), date(2027, 3, 12), "day"),
+            ("We booked a table for the 2nd of January", datetime(2026, 12, 7, tzinfo=UTC), date(2027, 1, 2), "day"),
             # Neither: the nearest.
             ("My sister's birthday is on 12 January", datetime(2026, 12, 7, tzinfo=UTC), date(2027, 1, 12), "day"),
         ],

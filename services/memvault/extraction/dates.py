@@ -137,6 +137,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+_FOR = re.compile(r"\bfor(?:\s+the)?\s*$", re.I)
+
+
 def _weekday_before(d: date, wd: int) -> date:
     return d - timedelta(days=(d.weekday() - wd - 1) % 7 + 1)
 
@@ -272,7 +275,10 @@ def resolve_dates(text: str, said_at: datetime, *, tense: Tense = None) -> list[
         for m in pattern.finditer(text):
             if any(m.start() < end and start < m.end() for start, end in taken):
                 continue
-            resolved = _absolute(kind, m, today, tense) or _relative(kind, m, today, tense)
+            # "I bought tickets for 12 March": the day something is for is a plan's, whatever
+            # tense the statement is in.
+            own = "future" if _FOR.search(text, 0, m.start()) else tense
+            resolved = _absolute(kind, m, today, own) or _relative(kind, m, today, own)
             if resolved is None:
                 continue
             taken.append((m.start(), m.end()))
