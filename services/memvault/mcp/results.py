@@ -141,8 +141,7 @@ def hits(out: SearchOut, *, explain: bool = False) -> Hits:
 def compact(model: BaseModel) -> CallToolResult:
     """The model as structured content without the null fields it may leave out, and as one line of
     the same JSON."""
-    data = _without_optional_nulls(model, model.model_dump(mode="json"))
-    return CallToolResult(content=[TextContent(type="text", text=_json(data))], structured_content=data)
+    return _as_json(_without_optional_nulls(model, model.model_dump(mode="json")))
 
 
 def one_line(model: BaseModel) -> CallToolResult:
@@ -150,7 +149,11 @@ def one_line(model: BaseModel) -> CallToolResult:
     one line of the same JSON rather than the SDK's indented rendering: memory_get's answer 200 →
     173 tokens, memory_forget's 36 → 28, for the same reading. Nulls stay: one can say something
     ("installed": null, the server cannot see the client's files)."""
-    data = model.model_dump(mode="json", by_alias=True)
+    return _as_json(model.model_dump(mode="json", by_alias=True))
+
+
+def _as_json(data: dict[str, Any]) -> CallToolResult:
+    """``data`` as structured content and as one line of the same JSON."""
     return CallToolResult(content=[TextContent(type="text", text=_json(data))], structured_content=data)
 
 

@@ -19,7 +19,6 @@ word no search of the reader's asked for meanwhile is counted then.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -42,25 +41,36 @@ def owner_read(filters: MemoryFilters | None) -> bool:
     return memory_reads.live_read(f) and (f.user_id is not None or f.session_id is not None)
 
 
+_Reader = tuple[uuid.UUID, uuid.UUID, str | None, str | None]
+
+
+def _reader(tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters: MemoryFilters) -> _Reader:
+    return (tenant_id, namespace_id, filters.user_id, filters.session_id)
+
+
+def _chain(filters: MemoryFilters) -> MemoryFilters:
+    """The reader's chain alone: its user and session, the other filters left out."""
+    return MemoryFilters(user_id=filters.user_id, session_id=filters.session_id)
+
+
 class ReaderChains:
     """Whether each reader's scope chain is small, counted at most every ``ttl_s`` seconds, for at
     most ``readers`` readers."""
 
     def __init__(self, ttl_s: float = 60.0, readers: int = 10_000) -> None:
-        self._known: Expiring[tuple[uuid.UUID, uuid.UUID, str | None, str | None], bool] = Expiring(ttl_s, readers)
-        self._words: Expiring[tuple[uuid.UUID, uuid.UUID, str | None, str | None], _Words] = Expiring(ttl_s, readers)
+        self._known: Expiring[_Reader, bool] = Expiring(ttl_s, readers)
+        self._words: Expiring[_Reader, TermStats] = Expiring(ttl_s, readers)
 
     async def small(
         self, s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters: MemoryFilters
     ) -> bool:
 
         async def count() -> bool:
-            # The chain alone (the other filters left out): counting stops at the limit, however
-            # few rows a filter without an index (a date range) keeps.
-            chain = MemoryFilters(user_id=filters.user_id, session_id=filters.session_id)
-            return await chain_size(s, tenant_id, namespace_id, chain, up_to=SMALL_CHAIN + 1) <= SMALL_CHAIN
+            # Counting stops at the limit, however few rows a filter without an index (a date
+            # range) keeps.
+            return await chain_size(s, tenant_id, namespace_id, _chain(filters), up_to=SMALL_CHAIN + 1) <= SMALL_CHAIN
 
-        return await self._known.value((tenant_id, namespace_id, filters.user_id, filters.session_id), count)
+        return await self._known.value(_reader(tenant_id, namespace_id, filters), count)
 
     async def terms(
         self, s: AsyncSession, tenant_id: uuid.UUID, namespace_id: uuid.UUID, filters: MemoryFilters, lexemes: list[str]
@@ -68,13 +78,13 @@ class ReaderChains:
         """BM25's counts over the reader's chain (the other filters left out, as in ``small``), for
         a reader whose chain is small: kept as long as its size, the words a search has not asked
         for yet counted as it asks."""
-        chain = MemoryFilters(user_id=filters.user_id, session_id=filters.session_id)
+        chain = _chain(filters)
 
-        async def count() -> _Words:
+        async def count() -> TermStats:
             n, avg_len, df = await chain_words(s, tenant_id, namespace_id, chain, lexemes)
-            return _Words(n, avg_len, df)
+            return TermStats(n=n, avg_len=avg_len, df=df)
 
-        kept = await self._words.value((tenant_id, namespace_id, filters.user_id, filters.session_id), count)
+        kept = await self._words.value(_reader(tenant_id, namespace_id, filters), count)
         missing = [lx for lx in lexemes if lx not in kept.df]
         if missing:
             _, _, df = await chain_words(s, tenant_id, namespace_id, chain, missing)
@@ -82,10 +92,3 @@ class ReaderChains:
                 kept.df.clear()
             kept.df.update(df)
         return TermStats(n=kept.n, avg_len=kept.avg_len, df={lx: kept.df.get(lx, 0) for lx in lexemes})
-
-
-@dataclass
-class _Words:
-    n: int
-    avg_len: float
-    df: dict[str, int] = field(default_factory=dict)
